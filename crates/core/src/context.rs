@@ -1,0 +1,247 @@
+//! What a tool handler receives besides its arguments (seed 000 `ToolContext`): who is calling,
+//! the cancellation token, auth claims, an HTTP client slot, progress reporting and typed
+//! extensions for services a tool needs.
+
+use std::any::{Any, TypeId};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::envelope::CallId;
+use crate::error::ToolError;
+use crate::names::{Permission, PrincipalId, ToolName};
+use crate::tool::BoxFuture;
+
+/// A caller: an id, the permissions granted to it and, optionally, the only tools it may call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub id: PrincipalId,
+    pub grants: Vec<Permission>,
+    /// `None`: every tool (subject to permissions). `Some`: only these tools.
+    pub allowed_tools: Option<BTreeSet<String>>,
+}
+
+impl Principal {
+    /// A principal with no grants and no tool restriction.
+    pub fn new(id: PrincipalId) -> Self {
+        Self {
+            id,
+            grants: Vec::new(),
+            allowed_tools: None,
+        }
+    }
+
+    /// The local operator of the CLI: every permission (`*`), every tool.
+    pub fn local() -> Self {
+        Self {
+            id: PrincipalId::local(),
+            grants: Permission::parse("*").into_iter().collect(),
+            allowed_tools: None,
+        }
+    }
+
+    /// Adds a grant.
+    #[must_use]
+    pub fn grant(mut self, permission: Permission) -> Self {
+        self.grants.push(permission);
+        self
+    }
+
+    /// Restricts the principal to the given tools.
+    #[must_use]
+    pub fn only_tools<I: IntoIterator<Item = S>, S: Into<String>>(mut self, tools: I) -> Self {
+        self.allowed_tools = Some(tools.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Whether any grant covers `required`.
+    pub fn holds(&self, required: &Permission) -> bool {
+        self.grants.iter().any(|g| g.covers(required))
+    }
+
+    /// Whether the principal's tool list (if any) includes `tool`.
+    pub fn may_call(&self, tool: &str) -> bool {
+        self.allowed_tools.as_ref().is_none_or(|set| set.contains(tool))
+    }
+}
+
+/// Authentication claims of the caller (for example a verified JWT's claims).
+pub type AuthClaims = Map<String, Value>;
+
+/// Services keyed by type, for tools that need more than the standard context.
+#[derive(Clone, Default)]
+pub struct Extensions(HashMap<TypeId, Arc<dyn Any + Send + Sync>>);
+
+impl Extensions {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) the service of type `T`.
+    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
+        self.0.insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// The service of type `T`, if present.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.0.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Extensions({} entries)", self.0.len())
+    }
+}
+
+/// An outbound HTTP request made through the context's client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+}
+
+/// The answer to an [`HttpRequest`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// The shared HTTP client slot. Implementations enforce the network policy (SSRF checks,
+/// redirects, size and time limits) and return its refusals as `authorization` errors.
+pub trait HttpClient: Send + Sync {
+    /// Sends a request; must give up promptly when `cancel` fires.
+    fn send<'a>(
+        &'a self,
+        request: HttpRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<HttpResponse, ToolError>>;
+}
+
+/// Receives progress reports of a running call (MCP progress notifications, for instance).
+pub trait ProgressSink: Send + Sync {
+    fn report(&self, progress: f64, total: Option<f64>, message: Option<&str>);
+}
+
+/// The context of one attempt of one call.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub(crate) principal: Arc<Principal>,
+    pub(crate) call_id: CallId,
+    pub(crate) tool: ToolName,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) auth: Arc<AuthClaims>,
+    pub(crate) http: Option<Arc<dyn HttpClient>>,
+    pub(crate) extensions: Arc<Extensions>,
+    pub(crate) progress: Option<Arc<dyn ProgressSink>>,
+    pub(crate) attempt: u32,
+}
+
+impl ToolContext {
+    /// A context for calling a handler directly (tests, embedding without the pipeline).
+    pub fn detached(tool: ToolName, principal: Principal) -> Self {
+        Self {
+            principal: Arc::new(principal),
+            call_id: CallId::new(),
+            tool,
+            cancel: CancellationToken::new(),
+            auth: Arc::default(),
+            http: None,
+            extensions: Arc::default(),
+            progress: None,
+            attempt: 1,
+        }
+    }
+
+    /// Who is calling.
+    pub fn principal(&self) -> &Principal {
+        &self.principal
+    }
+
+    /// The caller's id (seed 000 `userId`).
+    pub fn user_id(&self) -> &PrincipalId {
+        &self.principal.id
+    }
+
+    /// This call's id.
+    pub fn call_id(&self) -> CallId {
+        self.call_id
+    }
+
+    /// The tool being called.
+    pub fn tool(&self) -> &ToolName {
+        &self.tool
+    }
+
+    /// Which attempt this is (1-based).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The abort signal: fires on cancellation and on timeout.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the call was cancelled or timed out.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Seed 000's contract: call before any I/O; `Err(cancelled)` if the call was aborted.
+    pub fn check_cancelled(&self) -> Result<(), ToolError> {
+        if self.cancel.is_cancelled() {
+            Err(ToolError::cancelled())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Authentication claims of the caller.
+    pub fn auth(&self) -> &AuthClaims {
+        &self.auth
+    }
+
+    /// The shared HTTP client, or an `unavailable` error saying none is configured.
+    pub fn http(&self) -> Result<&dyn HttpClient, ToolError> {
+        self.http.as_deref().ok_or_else(|| {
+            ToolError::unavailable(format!(
+                "Tool {} needs network access but no HTTP client is configured",
+                self.tool
+            ))
+            .permanent()
+        })
+    }
+
+    /// The service of type `T`, if the embedder provided one.
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.extensions.get()
+    }
+
+    /// Reports progress (ignored when nobody listens).
+    pub fn report_progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(sink) = &self.progress {
+            sink.report(progress, total, message);
+        }
+    }
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("principal", &self.principal.id)
+            .field("call_id", &self.call_id)
+            .field("tool", &self.tool)
+            .field("attempt", &self.attempt)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}

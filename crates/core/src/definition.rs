@@ -1,0 +1,314 @@
+//! The tool definition document: every field of DESIGN.md §1, as written in TOML, JSON or YAML files.
+//!
+//! A [`ToolDefinition`] is the *lossless* document form: fields that have a default but whose
+//! absence matters (for example `effect`, which `safety_level` may fill in) are `Option`s, so a
+//! definition loaded from a file and written back says exactly what the file said. The validated,
+//! resolved form with every default applied is [`crate::ToolSpec`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Functional domain of a tool (seed 003 `ToolCategory`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Filesystem,
+    Network,
+    Database,
+    CodeExecution,
+    ExternalApi,
+    Knowledge,
+    Communication,
+    #[default]
+    System,
+}
+
+/// Mutation class of a tool (seed 000 calls this "category").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    #[default]
+    Read,
+    Write,
+    Delete,
+    SideEffect,
+}
+
+/// Real-world impact of a call, independent of its [`Effect`] (seed 000).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Consequence {
+    #[default]
+    Low,
+    Medium,
+    High,
+}
+
+/// Seed 004's shorthand for (consequence, confirmation); explicit fields win over it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyLevel {
+    /// Low consequence, no confirmation.
+    Safe,
+    /// Medium consequence, no confirmation, logged.
+    Cautious,
+    /// High consequence, confirmation required.
+    Dangerous,
+}
+
+impl SafetyLevel {
+    /// The (consequence, requires_confirmation) pair this level stands for.
+    pub fn expand(self) -> (Consequence, bool) {
+        match self {
+            Self::Safe => (Consequence::Low, false),
+            Self::Cautious => (Consequence::Medium, false),
+            Self::Dangerous => (Consequence::High, true),
+        }
+    }
+}
+
+/// OS-level isolation a tool must run in (seed 003 `SandboxIsolationLevel`), weakest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// In-process; trusted code only.
+    #[default]
+    None,
+    /// Child process with resource limits.
+    Standard,
+    /// Adds a filesystem allow-list, syscall filtering and declared hosts only.
+    Strict,
+    /// No filesystem beyond the program, no network, low memory.
+    Restricted,
+}
+
+/// JSON type of a typed parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Array,
+    Object,
+}
+
+impl ParamType {
+    /// The JSON Schema `type` keyword value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Integer => "integer",
+            Self::Number => "number",
+            Self::Boolean => "boolean",
+            Self::Array => "array",
+            Self::Object => "object",
+        }
+    }
+
+    /// Whether `value` is of this type (an integer is also a number; `2.0` counts as an integer).
+    pub fn matches(self, value: &Value) -> bool {
+        match self {
+            Self::String => value.is_string(),
+            Self::Integer => match value {
+                Value::Number(n) => {
+                    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+                }
+                _ => false,
+            },
+            Self::Number => value.is_number(),
+            Self::Boolean => value.is_boolean(),
+            Self::Array => value.is_array(),
+            Self::Object => value.is_object(),
+        }
+    }
+}
+
+/// One typed parameter (seed 003 `ToolParameter`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Parameter {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(rename = "type")]
+    pub param_type: ParamType,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub enum_values: Option<Vec<Value>>,
+    /// Full JSON Schema for `array` and `object` parameters (merged with `type` and `description`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// Redacted in logs and the audit log.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sensitive: bool,
+}
+
+impl Parameter {
+    /// A parameter of the given name and type with every optional field empty.
+    pub fn new(name: impl Into<String>, param_type: ParamType) -> Self {
+        Self {
+            name: name.into(),
+            description: String::new(),
+            param_type,
+            required: false,
+            default: None,
+            enum_values: None,
+            schema: None,
+            sensitive: false,
+        }
+    }
+
+    /// Sets the description.
+    #[must_use]
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = text.into();
+        self
+    }
+
+    /// Marks the parameter required.
+    #[must_use]
+    pub fn required(mut self) -> Self {
+        self.required = true;
+        self
+    }
+
+    /// Sets a default value.
+    #[must_use]
+    pub fn default_value(mut self, value: Value) -> Self {
+        self.default = Some(value);
+        self
+    }
+
+    /// Restricts the parameter to the given values.
+    #[must_use]
+    pub fn one_of(mut self, values: Vec<Value>) -> Self {
+        self.enum_values = Some(values);
+        self
+    }
+
+    /// Sets the JSON Schema of an array or object parameter.
+    #[must_use]
+    pub fn schema(mut self, schema: Value) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// Marks the parameter sensitive (redacted in logs and the audit).
+    #[must_use]
+    pub fn sensitive(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+}
+
+/// Execution limits (seed 003 `ToolConstraints`); absent fields take the defaults in [`crate::limits`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Constraints {
+    #[serde(default, alias = "timeoutMs", skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, alias = "maxOutputBytes", skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
+    #[serde(default, alias = "allowSideEffects", skip_serializing_if = "Option::is_none")]
+    pub allow_side_effects: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    #[serde(default, alias = "maxAttempts", skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+}
+
+/// How a declarative tool executes: `kind` plus kind-specific settings kept as written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    pub kind: String,
+    #[serde(flatten)]
+    pub settings: Map<String, Value>,
+}
+
+/// Run kinds toolgate knows; a definition naming another kind is invalid.
+pub const RUN_KINDS: &[&str] = &["builtin", "http", "command", "wasm", "mcp"];
+
+/// A tool definition as written by a person or a program (DESIGN.md §1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDefinition {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<Category>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<Effect>,
+    #[serde(default, alias = "consequenceLevel", skip_serializing_if = "Option::is_none")]
+    pub consequence: Option<Consequence>,
+    #[serde(default, alias = "requiresConfirmation", skip_serializing_if = "Option::is_none")]
+    pub requires_confirmation: Option<bool>,
+    #[serde(default, alias = "safetyLevel", skip_serializing_if = "Option::is_none")]
+    pub safety_level: Option<SafetyLevel>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<Parameter>,
+    /// Seed 004's separate list of required parameter names (merged with `parameters[].required`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<String>,
+    #[serde(default, alias = "inputSchema", skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+    #[serde(default, alias = "outputSchema", skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<Constraints>,
+    #[serde(default, alias = "requiredPermissions", skip_serializing_if = "Vec::is_empty")]
+    pub required_permissions: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, alias = "dependsOn", skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub metadata: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunSpec>,
+}
+
+impl ToolDefinition {
+    /// A definition with the given name and description and every other field at its default.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            title: None,
+            description: description.into(),
+            category: None,
+            effect: None,
+            consequence: None,
+            requires_confirmation: None,
+            safety_level: None,
+            parameters: Vec::new(),
+            required: Vec::new(),
+            input_schema: None,
+            output_schema: None,
+            constraints: None,
+            required_permissions: Vec::new(),
+            tags: Vec::new(),
+            version: None,
+            depends_on: Vec::new(),
+            idempotent: None,
+            metadata: Map::new(),
+            run: None,
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}

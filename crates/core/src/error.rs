@@ -1,0 +1,179 @@
+//! Errors of the core library ([`CoreError`]) and of tool handlers ([`ToolError`]).
+
+use std::path::Path;
+
+use crate::envelope::ErrorKind;
+use crate::validate::ValidationReport;
+
+/// What went wrong in a core library operation (not a tool call: calls never fail, they return
+/// a [`crate::ToolResult`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("Could not parse {format} definition: {message}")]
+    Parse {
+        format: &'static str,
+        message: String,
+    },
+    #[error("Could not write definition as {format}: {message}")]
+    Render {
+        format: &'static str,
+        message: String,
+    },
+    #[error("{path}: {source}")]
+    InFile {
+        path: String,
+        #[source]
+        source: Box<CoreError>,
+    },
+    #[error("Unknown definition format: {path} (use a .toml, .json, .yaml or .yml file)")]
+    UnknownFormat { path: String },
+    #[error("Cannot read {path}: {message}")]
+    Io { path: String, message: String },
+    #[error("Invalid tool definition{}: {report}", name_suffix(.name))]
+    Invalid {
+        name: String,
+        report: Box<ValidationReport>,
+    },
+    #[error("Tool already registered: {0} (remove it first, or register under another name)")]
+    Duplicate(String),
+    #[error("Tool not found: {0}")]
+    NotFound(String),
+    #[error("Built-in tool {0} cannot be replaced or removed; define a tool with another name")]
+    BuiltinProtected(String),
+    #[error("Tool {name} is required by {dependents} (remove those first)")]
+    InUse { name: String, dependents: String },
+    #[error("Invalid cursor {0:?}: pass the nextCursor value of the previous page unchanged")]
+    BadCursor(String),
+}
+
+fn name_suffix(name: &str) -> String {
+    if name.is_empty() {
+        String::new()
+    } else {
+        format!(" {name}")
+    }
+}
+
+/// Stable, machine-readable class of a [`CoreError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreErrorKind {
+    Parse,
+    Io,
+    Invalid,
+    Conflict,
+    NotFound,
+    Forbidden,
+    BadRequest,
+}
+
+impl CoreError {
+    /// The class of this error.
+    pub fn kind(&self) -> CoreErrorKind {
+        match self {
+            Self::Parse { .. } | Self::Render { .. } | Self::UnknownFormat { .. } => {
+                CoreErrorKind::Parse
+            }
+            Self::InFile { source, .. } => source.kind(),
+            Self::Io { .. } => CoreErrorKind::Io,
+            Self::Invalid { .. } => CoreErrorKind::Invalid,
+            Self::Duplicate(_) | Self::InUse { .. } => CoreErrorKind::Conflict,
+            Self::NotFound(_) => CoreErrorKind::NotFound,
+            Self::BuiltinProtected(_) => CoreErrorKind::Forbidden,
+            Self::BadCursor(_) => CoreErrorKind::BadRequest,
+        }
+    }
+
+    /// Wraps the error with the file it came from.
+    pub fn at_path(self, path: &Path) -> Self {
+        Self::InFile {
+            path: path.display().to_string(),
+            source: Box::new(self),
+        }
+    }
+
+    /// The validation report, when this is an invalid definition.
+    pub fn report(&self) -> Option<&ValidationReport> {
+        match self {
+            Self::Invalid { report, .. } => Some(report),
+            Self::InFile { source, .. } => source.report(),
+            _ => None,
+        }
+    }
+}
+
+/// A failure a tool handler reports. The pipeline turns it into an error result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    kind: ErrorKind,
+    message: String,
+    retryable: bool,
+}
+
+impl ToolError {
+    /// A failure of the given kind. `unavailable` and `rate_limited` failures are retryable.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            retryable: matches!(kind, ErrorKind::Unavailable | ErrorKind::RateLimited),
+        }
+    }
+
+    /// The tool could not do its job (`execution`); not retried unless marked [`Self::retryable`].
+    pub fn execution(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Execution, message)
+    }
+
+    /// The arguments make no sense to the tool (`validation`).
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Validation, message)
+    }
+
+    /// The caller may not do this (`authorization`).
+    pub fn authorization(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Authorization, message)
+    }
+
+    /// Something the tool needs is down or not configured (`unavailable`, retryable).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+
+    /// The cancellation error of seed 000: `Request was cancelled`.
+    pub fn cancelled() -> Self {
+        Self::new(ErrorKind::Cancelled, CANCELLED_MESSAGE)
+    }
+
+    /// Marks the failure transient: the pipeline may retry it for idempotent, retryable tools.
+    #[must_use]
+    pub fn retryable(mut self) -> Self {
+        self.retryable = true;
+        self
+    }
+
+    /// Marks the failure permanent.
+    #[must_use]
+    pub fn permanent(mut self) -> Self {
+        self.retryable = false;
+        self
+    }
+
+    /// The error kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The human-readable message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether a retry may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+}
+
+/// The exact message of a cancelled call (seed 000's AbortSignal contract).
+pub const CANCELLED_MESSAGE: &str = "Request was cancelled";

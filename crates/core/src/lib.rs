@@ -1,0 +1,32 @@
+//! toolgate core: tool definitions, validation, the registry, the result envelope, the tool
+//! context and the call pipeline. No SQL, no HTTP server, no wire formats beyond the envelope.
+
+mod context;
+mod definition;
+mod envelope;
+mod error;
+mod format;
+pub mod limits;
+mod names;
+pub mod schema;
+mod spec;
+pub mod telemetry;
+mod tool;
+mod validate;
+
+pub use context::{
+    AuthClaims, Extensions, HttpClient, HttpRequest, HttpResponse, Principal, ProgressSink,
+    ToolContext,
+};
+pub use definition::{
+    Category, Consequence, Constraints, Effect, Isolation, ParamType, Parameter, RUN_KINDS,
+    RunSpec, SafetyLevel, ToolDefinition,
+};
+pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
+pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ToolError};
+pub use format::Format;
+pub use names::{MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAMES, ToolName};
+pub use spec::{Limits, Resolved, ToolSpec, write_canonical};
+pub use tool::{BoxFuture, FnTool, Tool, ToolBuilder, ToolOutput, schema_of};
+pub use validate::{Env, Issue, Lookup, ValidationReport, validate, validate_in};
+pub use tokio_util::sync::CancellationToken;

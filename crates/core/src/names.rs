@@ -1,0 +1,208 @@
+//! Validated names: tool names, principal ids and permissions.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Longest allowed tool or parameter name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Names a tool may not take because they read as the act of calling (seed 003 §5.2).
+pub const RESERVED_NAMES: &[&str] = &["execute", "run", "call", "invoke"];
+
+/// Why a name is not a valid tool name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameProblem {
+    Empty,
+    TooLong,
+    BadFormat,
+    Reserved,
+}
+
+/// Checks the snake_case rule `^[a-z][a-z0-9_]*$` and the length limit (not the reserved words).
+pub fn check_snake_case(name: &str) -> Result<(), NameProblem> {
+    let bytes = name.as_bytes();
+    let Some(first) = bytes.first() else {
+        return Err(NameProblem::Empty);
+    };
+    if bytes.len() > MAX_NAME_LEN {
+        return Err(NameProblem::TooLong);
+    }
+    if !first.is_ascii_lowercase()
+        || !bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+    {
+        return Err(NameProblem::BadFormat);
+    }
+    Ok(())
+}
+
+/// A valid tool name: snake_case, at most 64 characters, not reserved. Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ToolName(Arc<str>);
+
+impl ToolName {
+    /// Validates `name`.
+    pub fn parse(name: &str) -> Result<Self, NameProblem> {
+        check_snake_case(name)?;
+        if RESERVED_NAMES.contains(&name) {
+            return Err(NameProblem::Reserved);
+        }
+        Ok(Self(Arc::from(name)))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ToolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ToolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl AsRef<str> for ToolName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for ToolName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for ToolName {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse(&raw)
+            .map_err(|p| serde::de::Error::custom(format!("invalid tool name {raw:?}: {p:?}")))
+    }
+}
+
+/// Who is calling: a non-empty identifier without control characters, at most 256 bytes.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct PrincipalId(Arc<str>);
+
+impl PrincipalId {
+    /// Validates an identifier.
+    pub fn parse(id: &str) -> Result<Self, String> {
+        if id.is_empty() || id.len() > 256 || id.chars().any(char::is_control) {
+            return Err(format!(
+                "invalid principal id {id:?}: use 1-256 printable characters"
+            ));
+        }
+        Ok(Self(Arc::from(id)))
+    }
+
+    /// The principal used when nobody says otherwise: the local operator.
+    pub fn local() -> Self {
+        Self(Arc::from("local"))
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PrincipalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for PrincipalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl<'de> Deserialize<'de> for PrincipalId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A permission string: dot-separated segments of `[a-z0-9_-]`, e.g. `tool.filesystem.read`.
+/// As a *grant*, a final `*` segment matches any suffix (`tool.filesystem.*`, or `*` for all).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Permission(Arc<str>);
+
+impl Permission {
+    /// Validates a permission (wildcards allowed only as the last segment).
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let segments: Vec<&str> = raw.split('.').collect();
+        let ok = !raw.is_empty()
+            && raw.len() <= 128
+            && segments.iter().enumerate().all(|(i, seg)| {
+                (*seg == "*" && i == segments.len() - 1)
+                    || (!seg.is_empty()
+                        && seg.bytes().all(|b| {
+                            b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-'
+                        }))
+            });
+        if ok {
+            Ok(Self(Arc::from(raw)))
+        } else {
+            Err(format!(
+                "invalid permission {raw:?}: use dot-separated lowercase segments like tool.filesystem.read (a final * is a wildcard)"
+            ))
+        }
+    }
+
+    /// The permission as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this grant covers `required`.
+    pub fn covers(&self, required: &Permission) -> bool {
+        let grant = &*self.0;
+        if grant == "*" || grant == &*required.0 {
+            return true;
+        }
+        grant
+            .strip_suffix('*')
+            .is_some_and(|prefix| required.0.starts_with(prefix))
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl<'de> Deserialize<'de> for Permission {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
