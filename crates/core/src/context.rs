@@ -64,7 +64,9 @@ impl Principal {
 
     /// Whether the principal's tool list (if any) includes `tool`.
     pub fn may_call(&self, tool: &str) -> bool {
-        self.allowed_tools.as_ref().is_none_or(|set| set.contains(tool))
+        self.allowed_tools
+            .as_ref()
+            .is_none_or(|set| set.contains(tool))
     }
 }
 

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Functional domain of a tool (seed 003 `ToolCategory`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     Filesystem,
@@ -24,7 +26,9 @@ pub enum Category {
 }
 
 /// Mutation class of a tool (seed 000 calls this "category").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
     #[default]
@@ -35,7 +39,9 @@ pub enum Effect {
 }
 
 /// Real-world impact of a call, independent of its [`Effect`] (seed 000).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Consequence {
     #[default]
@@ -68,7 +74,9 @@ impl SafetyLevel {
 }
 
 /// OS-level isolation a tool must run in (seed 003 `SandboxIsolationLevel`), weakest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Isolation {
     /// In-process; trusted code only.
@@ -95,6 +103,16 @@ pub enum ParamType {
 }
 
 impl ParamType {
+    /// Every type, in order.
+    pub const ALL: &'static [ParamType] = &[
+        Self::String,
+        Self::Integer,
+        Self::Number,
+        Self::Boolean,
+        Self::Array,
+        Self::Object,
+    ];
+
     /// The JSON Schema `type` keyword value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -212,15 +230,27 @@ impl Parameter {
 pub struct Constraints {
     #[serde(default, alias = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
-    #[serde(default, alias = "maxOutputBytes", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "maxOutputBytes",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_output_bytes: Option<u64>,
-    #[serde(default, alias = "allowSideEffects", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "allowSideEffects",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allow_side_effects: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retryable: Option<bool>,
-    #[serde(default, alias = "maxAttempts", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "maxAttempts",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_attempts: Option<u32>,
 }
 
@@ -248,24 +278,48 @@ pub struct ToolDefinition {
     pub category: Option<Category>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<Effect>,
-    #[serde(default, alias = "consequenceLevel", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "consequenceLevel",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub consequence: Option<Consequence>,
-    #[serde(default, alias = "requiresConfirmation", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "requiresConfirmation",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub requires_confirmation: Option<bool>,
-    #[serde(default, alias = "safetyLevel", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "safetyLevel",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub safety_level: Option<SafetyLevel>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<Parameter>,
     /// Seed 004's separate list of required parameter names (merged with `parameters[].required`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required: Vec<String>,
-    #[serde(default, alias = "inputSchema", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "inputSchema",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub input_schema: Option<Value>,
-    #[serde(default, alias = "outputSchema", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "outputSchema",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub output_schema: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraints: Option<Constraints>,
-    #[serde(default, alias = "requiredPermissions", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "requiredPermissions",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub required_permissions: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
@@ -307,6 +361,45 @@ impl ToolDefinition {
             run: None,
         }
     }
+}
+
+macro_rules! wire_names {
+    ($($ty:ident { $($variant:ident => $name:literal),+ $(,)? })+) => {$(
+        impl $ty {
+            /// Every value, in order.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+
+            /// The snake_case name used in files and on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$variant => $name),+ }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($name => Ok($ty::$variant),)+
+                    _ => Err(format!("unknown {} {s:?}; use one of: {}", stringify!($ty).to_lowercase(), [$($name),+].join(", "))),
+                }
+            }
+        }
+    )+};
+}
+
+wire_names! {
+    Category { Filesystem => "filesystem", Network => "network", Database => "database", CodeExecution => "code_execution", ExternalApi => "external_api", Knowledge => "knowledge", Communication => "communication", System => "system" }
+    Effect { Read => "read", Write => "write", Delete => "delete", SideEffect => "side_effect" }
+    Consequence { Low => "low", Medium => "medium", High => "high" }
+    SafetyLevel { Safe => "safe", Cautious => "cautious", Dangerous => "dangerous" }
+    Isolation { None => "none", Standard => "standard", Strict => "strict", Restricted => "restricted" }
 }
 
 fn is_false(b: &bool) -> bool {

@@ -8,6 +8,8 @@ mod error;
 mod format;
 pub mod limits;
 mod names;
+pub mod pipeline;
+pub mod registry;
 pub mod schema;
 mod spec;
 pub mod telemetry;
@@ -26,7 +28,13 @@ pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
 pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ToolError};
 pub use format::Format;
 pub use names::{MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAMES, ToolName};
+pub use pipeline::{
+    ApprovalHandler, ApprovalRequest, AutoDeny, Call, CallObserver, CallRecord, CallRequest,
+    Decision, Executor, InProcessExecutor, Next, Pipeline, PipelineBuilder, PreApproved,
+    PromptApproval, RateLimit, RateLimitStage, RetryPolicy, Stage,
+};
+pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use spec::{Limits, Resolved, ToolSpec, write_canonical};
+pub use tokio_util::sync::CancellationToken;
 pub use tool::{BoxFuture, FnTool, Tool, ToolBuilder, ToolOutput, schema_of};
 pub use validate::{Env, Issue, Lookup, ValidationReport, validate, validate_in};
-pub use tokio_util::sync::CancellationToken;

@@ -56,15 +56,16 @@ pub fn parameter_schema(p: &Parameter) -> Value {
 /// Fills in defaults for absent top-level properties, taken from `properties.*.default` of the
 /// input schema. Arguments that are not an object are left alone (validation reports them).
 pub fn apply_defaults(schema: &Value, args: &mut Value) {
-    let (Some(props), Value::Object(obj)) = (schema.get("properties").and_then(Value::as_object), args)
+    let (Some(props), Value::Object(obj)) =
+        (schema.get("properties").and_then(Value::as_object), args)
     else {
         return;
     };
     for (name, prop) in props {
-        if let Some(default) = prop.get("default") {
-            if !obj.contains_key(name) {
-                obj.insert(name.clone(), default.clone());
-            }
+        if let Some(default) = prop.get("default")
+            && !obj.contains_key(name)
+        {
+            obj.insert(name.clone(), default.clone());
         }
     }
 }
@@ -78,14 +79,14 @@ pub fn sensitive_properties(def: &ToolDefinition, schema: &Value) -> Vec<String>
         .filter(|p| p.sensitive)
         .map(|p| p.name.clone())
         .collect();
-    if def.input_schema.is_some() {
-        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-            for (name, prop) in props {
-                let marked = prop.get("x-sensitive") == Some(&Value::Bool(true))
-                    || prop.get("writeOnly") == Some(&Value::Bool(true));
-                if marked {
-                    names.push(name.clone());
-                }
+    if def.input_schema.is_some()
+        && let Some(props) = schema.get("properties").and_then(Value::as_object)
+    {
+        for (name, prop) in props {
+            let marked = prop.get("x-sensitive") == Some(&Value::Bool(true))
+                || prop.get("writeOnly") == Some(&Value::Bool(true));
+            if marked {
+                names.push(name.clone());
             }
         }
     }

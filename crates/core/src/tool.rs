@@ -243,7 +243,9 @@ impl ToolBuilder {
                     })?;
                     let output = f(input, ctx).await?;
                     serde_json::to_value(output).map_err(|e| {
-                        ToolError::execution(format!("Tool {name} produced unserializable output: {e}"))
+                        ToolError::execution(format!(
+                            "Tool {name} produced unserializable output: {e}"
+                        ))
                     })
                 })
             }),

@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use crate::definition::{Effect, Isolation, ParamType, Parameter, RUN_KINDS, ToolDefinition};
 use crate::limits::*;
-use crate::names::{MAX_NAME_LEN, NameProblem, Permission, RESERVED_NAMES, ToolName, check_snake_case};
+use crate::names::{
+    MAX_NAME_LEN, NameProblem, Permission, RESERVED_NAMES, ToolName, check_snake_case,
+};
 use crate::schema;
 use crate::spec::ToolSpec;
 use crate::telemetry;
@@ -159,22 +161,48 @@ pub fn validate_in(def: &ToolDefinition, env: &Env<'_>) -> Result<ToolSpec, Vali
 fn check_name(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) -> Option<ToolName> {
     let name = def.name.as_str();
     let problem = match check_snake_case(name) {
-        Err(NameProblem::Empty) => Some(("name.empty", "Name is empty: give the tool a snake_case name like get_weather".to_owned())),
-        Err(NameProblem::TooLong) => Some(("name.too_long", format!("Name is {} characters long; use at most {MAX_NAME_LEN}", name.len()))),
-        Err(_) => Some(("name.format", format!("Name {name:?} is not snake_case: use lowercase letters, digits and underscores, starting with a letter (e.g. {:?})", suggest_snake(name)))),
-        Ok(()) if RESERVED_NAMES.contains(&name) => Some(("name.reserved", format!("Name {name:?} is reserved ({}); use a verb-noun name like run_tests", RESERVED_NAMES.join(", ")))),
+        Err(NameProblem::Empty) => Some((
+            "name.empty",
+            "Name is empty: give the tool a snake_case name like get_weather".to_owned(),
+        )),
+        Err(NameProblem::TooLong) => Some((
+            "name.too_long",
+            format!(
+                "Name is {} characters long; use at most {MAX_NAME_LEN}",
+                name.len()
+            ),
+        )),
+        Err(_) => Some((
+            "name.format",
+            format!(
+                "Name {name:?} is not snake_case: use lowercase letters, digits and underscores, starting with a letter (e.g. {:?})",
+                suggest_snake(name)
+            ),
+        )),
+        Ok(()) if RESERVED_NAMES.contains(&name) => Some((
+            "name.reserved",
+            format!(
+                "Name {name:?} is reserved ({}); use a verb-noun name like run_tests",
+                RESERVED_NAMES.join(", ")
+            ),
+        )),
         Ok(()) => None,
     };
     if let Some((code, message)) = problem {
         r.error("name", code, message);
         return None;
     }
-    if !env.builtin {
-        if let Some(lookup) = env.lookup {
-            if lookup(name) == Lookup::Builtin {
-                r.error("name", "name.builtin", format!("Name {name:?} belongs to a built-in tool and cannot be taken; choose another name"));
-            }
-        }
+    if !env.builtin
+        && let Some(lookup) = env.lookup
+        && lookup(name) == Lookup::Builtin
+    {
+        r.error(
+            "name",
+            "name.builtin",
+            format!(
+                "Name {name:?} belongs to a built-in tool and cannot be taken; choose another name"
+            ),
+        );
     }
     ToolName::parse(name).ok()
 }
@@ -213,23 +241,35 @@ fn check_description(def: &ToolDefinition, r: &mut ValidationReport) {
     }
     let chars = def.description.chars().count();
     if chars > MAX_DESCRIPTION_LEN {
-        r.error("description", "description.too_long", format!("Description is {chars} characters long; use at most {MAX_DESCRIPTION_LEN}"));
+        r.error(
+            "description",
+            "description.too_long",
+            format!("Description is {chars} characters long; use at most {MAX_DESCRIPTION_LEN}"),
+        );
     }
     if chars < SHORT_DESCRIPTION_LEN {
         r.warn("description", "description.short", format!("Description is only {chars} characters; say what the tool returns and when to use it"));
     } else if d.split_whitespace().count() < 4 {
         r.warn("description", "description.vague", "Description has fewer than four words; models route better with a sentence that says when to use the tool");
     }
-    if let Some(title) = &def.title {
-        if title.trim().is_empty() || title.chars().count() > 128 {
-            r.error("title", "title.length", "Title must be 1-128 characters (or leave it out)");
-        }
+    if let Some(title) = &def.title
+        && (title.trim().is_empty() || title.chars().count() > 128)
+    {
+        r.error(
+            "title",
+            "title.length",
+            "Title must be 1-128 characters (or leave it out)",
+        );
     }
 }
 
 fn check_parameters(def: &ToolDefinition, r: &mut ValidationReport) {
     if def.input_schema.is_some() && !def.parameters.is_empty() {
-        r.error("input_schema", "input_schema.conflict", "Give either parameters or input_schema, not both");
+        r.error(
+            "input_schema",
+            "input_schema.conflict",
+            "Give either parameters or input_schema, not both",
+        );
     }
     let mut seen = HashSet::with_capacity(def.parameters.len());
     for (i, p) in def.parameters.iter().enumerate() {
@@ -237,7 +277,11 @@ fn check_parameters(def: &ToolDefinition, r: &mut ValidationReport) {
         if check_snake_case(&p.name).is_err() {
             r.error(at("name"), "parameter.name_format", format!("Parameter name {:?} is not snake_case (lowercase letters, digits, underscores; at most {MAX_NAME_LEN})", p.name));
         } else if !seen.insert(p.name.as_str()) {
-            r.error(at("name"), "parameter.duplicate_name", format!("Parameter {:?} is declared more than once", p.name));
+            r.error(
+                at("name"),
+                "parameter.duplicate_name",
+                format!("Parameter {:?} is declared more than once", p.name),
+            );
         }
         if p.description.trim().is_empty() {
             r.warn(at("description"), "parameter.description_missing", format!("Parameter {:?} has no description; models fill parameters better when told what they mean", p.name));
@@ -246,12 +290,20 @@ fn check_parameters(def: &ToolDefinition, r: &mut ValidationReport) {
     }
     for (i, name) in def.required.iter().enumerate() {
         if !def.parameters.iter().any(|p| &p.name == name) {
-            r.error(format!("required[{i}]"), "required.undeclared", format!("Required parameter {name:?} is not declared in parameters"));
+            r.error(
+                format!("required[{i}]"),
+                "required.undeclared",
+                format!("Required parameter {name:?} is not declared in parameters"),
+            );
         }
-        if let Some(p) = def.parameters.iter().find(|p| &p.name == name) {
-            if p.default.is_some() {
-                r.error(format!("required[{i}]"), "parameter.required_default", format!("Parameter {name:?} is required and has a default; drop one of them"));
-            }
+        if let Some(p) = def.parameters.iter().find(|p| &p.name == name)
+            && p.default.is_some()
+        {
+            r.error(
+                format!("required[{i}]"),
+                "parameter.required_default",
+                format!("Parameter {name:?} is required and has a default; drop one of them"),
+            );
         }
     }
 }
@@ -263,29 +315,60 @@ fn check_parameter_values(p: &Parameter, at: &dyn Fn(&str) -> String, r: &mut Va
     }
     if let Some(values) = &p.enum_values {
         if values.is_empty() {
-            r.error(at("enum"), "parameter.enum_empty", "Enum is empty: list the allowed values or remove enum");
+            r.error(
+                at("enum"),
+                "parameter.enum_empty",
+                "Enum is empty: list the allowed values or remove enum",
+            );
         }
         for (j, v) in values.iter().enumerate() {
             if !ty.matches(v) {
-                r.error(format!("{}[{j}]", at("enum")), "parameter.enum_type", format!("Enum value {v} is not of the parameter's type {}", ty.as_str()));
+                r.error(
+                    format!("{}[{j}]", at("enum")),
+                    "parameter.enum_type",
+                    format!(
+                        "Enum value {v} is not of the parameter's type {}",
+                        ty.as_str()
+                    ),
+                );
             }
         }
         let mut distinct = HashSet::new();
         if values.iter().any(|v| !distinct.insert(v.to_string())) {
-            r.warn(at("enum"), "parameter.enum_duplicate", "Enum lists the same value more than once");
+            r.warn(
+                at("enum"),
+                "parameter.enum_duplicate",
+                "Enum lists the same value more than once",
+            );
         }
     }
     let compiled = match &p.schema {
         Some(Value::Object(s)) => {
-            if let Some(t) = s.get("type") {
-                if t != &Value::String(ty.as_str().into()) {
-                    r.error(at("schema"), "parameter.schema_type_mismatch", format!("Schema type {t} disagrees with the parameter's type {:?}", ty.as_str()));
-                }
+            if let Some(t) = s.get("type")
+                && t != &Value::String(ty.as_str().into())
+            {
+                r.error(
+                    at("schema"),
+                    "parameter.schema_type_mismatch",
+                    format!(
+                        "Schema type {t} disagrees with the parameter's type {:?}",
+                        ty.as_str()
+                    ),
+                );
             }
-            compile_schema(&schema::parameter_schema(p), &at("schema"), "parameter.schema_invalid", r)
+            compile_schema(
+                &schema::parameter_schema(p),
+                &at("schema"),
+                "parameter.schema_invalid",
+                r,
+            )
         }
         Some(_) => {
-            r.error(at("schema"), "parameter.schema_invalid", "Schema must be a JSON object");
+            r.error(
+                at("schema"),
+                "parameter.schema_invalid",
+                "Schema must be a JSON object",
+            );
             None
         }
         None => {
@@ -297,18 +380,37 @@ fn check_parameter_values(p: &Parameter, at: &dyn Fn(&str) -> String, r: &mut Va
     };
     if let Some(default) = &p.default {
         if !ty.matches(default) {
-            r.error(at("default"), "parameter.default_type", format!("Default {default} is not of the parameter's type {}", ty.as_str()));
+            r.error(
+                at("default"),
+                "parameter.default_type",
+                format!(
+                    "Default {default} is not of the parameter's type {}",
+                    ty.as_str()
+                ),
+            );
         } else if p.enum_values.as_ref().is_some_and(|e| !e.contains(default)) {
-            r.error(at("default"), "parameter.default_enum", format!("Default {default} is not one of the enum values"));
-        } else if let Some(v) = &compiled {
-            if let Some(err) = v.iter_errors(default).next() {
-                r.error(at("default"), "parameter.default_schema", format!("Default does not match the schema: {err}"));
-            }
+            r.error(
+                at("default"),
+                "parameter.default_enum",
+                format!("Default {default} is not one of the enum values"),
+            );
+        } else if let Some(v) = &compiled
+            && let Some(err) = v.iter_errors(default).next()
+        {
+            r.error(
+                at("default"),
+                "parameter.default_schema",
+                format!("Default does not match the schema: {err}"),
+            );
         }
     }
 }
 
-fn check_input_schema(def: &ToolDefinition, schema: &Value, r: &mut ValidationReport) -> Option<Arc<jsonschema::Validator>> {
+fn check_input_schema(
+    def: &ToolDefinition,
+    schema: &Value,
+    r: &mut ValidationReport,
+) -> Option<Arc<jsonschema::Validator>> {
     if def.input_schema.is_some() {
         let is_object = schema.get("type") == Some(&Value::String("object".into()));
         if !is_object {
@@ -323,13 +425,26 @@ fn check_input_schema(def: &ToolDefinition, schema: &Value, r: &mut ValidationRe
 }
 
 /// Compiles a draft 2020-12 schema, checking it against the meta-schema; remote `$ref`s are refused.
-pub(crate) fn compile_schema(schema: &Value, path: &str, code: &str, r: &mut ValidationReport) -> Option<Arc<jsonschema::Validator>> {
+pub(crate) fn compile_schema(
+    schema: &Value,
+    path: &str,
+    code: &str,
+    r: &mut ValidationReport,
+) -> Option<Arc<jsonschema::Validator>> {
     match jsonschema::draft202012::options().build(schema) {
         Ok(v) => Some(Arc::new(v)),
         Err(e) => {
             let at = e.instance_path().to_string();
-            let full = if at.is_empty() || at == "/" { path.to_owned() } else { format!("{path}{}", pointer_to_path(&at)) };
-            r.error(full, code, format!("Not a valid JSON Schema (draft 2020-12): {e}"));
+            let full = if at.is_empty() || at == "/" {
+                path.to_owned()
+            } else {
+                format!("{path}{}", pointer_to_path(&at))
+            };
+            r.error(
+                full,
+                code,
+                format!("Not a valid JSON Schema (draft 2020-12): {e}"),
+            );
             None
         }
     }
@@ -340,34 +455,48 @@ fn pointer_to_path(pointer: &str) -> String {
     pointer
         .split('/')
         .skip(1)
-        .map(|seg| if seg.parse::<usize>().is_ok() { format!("[{seg}]") } else { format!(".{seg}") })
+        .map(|seg| {
+            if seg.parse::<usize>().is_ok() {
+                format!("[{seg}]")
+            } else {
+                format!(".{seg}")
+            }
+        })
         .collect()
 }
 
 fn check_constraints(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) {
     let Some(c) = &def.constraints else { return };
-    if let Some(t) = c.timeout_ms {
-        if !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&t) {
-            r.error("constraints.timeout_ms", "constraints.timeout_range", format!("Timeout {t} ms is outside the allowed range {MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS} ms (1 s to 10 min)"));
-        }
+    if let Some(t) = c.timeout_ms
+        && !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&t)
+    {
+        r.error("constraints.timeout_ms", "constraints.timeout_range", format!("Timeout {t} ms is outside the allowed range {MIN_TIMEOUT_MS}-{MAX_TIMEOUT_MS} ms (1 s to 10 min)"));
     }
-    if let Some(b) = c.max_output_bytes {
-        if !(MIN_OUTPUT_BYTES..=MAX_OUTPUT_BYTES).contains(&b) {
-            r.error("constraints.max_output_bytes", "constraints.output_range", format!("Output limit {b} bytes is outside the allowed range {MIN_OUTPUT_BYTES}-{MAX_OUTPUT_BYTES} (1 KiB to 100 MiB)"));
-        }
+    if let Some(b) = c.max_output_bytes
+        && !(MIN_OUTPUT_BYTES..=MAX_OUTPUT_BYTES).contains(&b)
+    {
+        r.error("constraints.max_output_bytes", "constraints.output_range", format!("Output limit {b} bytes is outside the allowed range {MIN_OUTPUT_BYTES}-{MAX_OUTPUT_BYTES} (1 KiB to 100 MiB)"));
     }
-    if let Some(a) = c.max_attempts {
-        if !(1..=MAX_ATTEMPTS).contains(&a) {
-            r.error("constraints.max_attempts", "constraints.attempts_range", format!("max_attempts {a} is outside the allowed range 1-{MAX_ATTEMPTS}"));
-        }
+    if let Some(a) = c.max_attempts
+        && !(1..=MAX_ATTEMPTS).contains(&a)
+    {
+        r.error(
+            "constraints.max_attempts",
+            "constraints.attempts_range",
+            format!("max_attempts {a} is outside the allowed range 1-{MAX_ATTEMPTS}"),
+        );
     }
-    if let Some(iso) = c.isolation {
-        if iso > env.max_isolation {
-            r.error("constraints.isolation", "constraints.isolation_plan", format!("Isolation {iso:?} is not allowed by the plan in force (at most {:?}); choose a weaker level or change the plan", env.max_isolation).to_lowercase());
-        }
+    if let Some(iso) = c.isolation
+        && iso > env.max_isolation
+    {
+        r.error("constraints.isolation", "constraints.isolation_plan", format!("Isolation {iso} is not allowed by the plan in force (at most {}); choose a weaker level or change the plan", env.max_isolation));
     }
     if c.allow_side_effects == Some(false) && def.effect.is_some_and(|e| e != Effect::Read) {
-        r.warn("constraints.allow_side_effects", "constraints.side_effects_conflict", "allow_side_effects is false but the tool's effect is not read");
+        r.warn(
+            "constraints.allow_side_effects",
+            "constraints.side_effects_conflict",
+            "allow_side_effects is false but the tool's effect is not read",
+        );
     }
 }
 
@@ -375,52 +504,91 @@ fn check_lists(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) ->
     let mut permissions = Vec::with_capacity(def.required_permissions.len());
     for (i, p) in def.required_permissions.iter().enumerate() {
         match Permission::parse(p) {
-            Ok(p) if p.as_str().ends_with('*') => r.error(format!("required_permissions[{i}]"), "permission.wildcard", "A required permission cannot be a wildcard; name the exact permission"),
+            Ok(p) if p.as_str().ends_with('*') => r.error(
+                format!("required_permissions[{i}]"),
+                "permission.wildcard",
+                "A required permission cannot be a wildcard; name the exact permission",
+            ),
             Ok(p) => permissions.push(p),
-            Err(msg) => r.error(format!("required_permissions[{i}]"), "permission.format", msg),
+            Err(msg) => r.error(
+                format!("required_permissions[{i}]"),
+                "permission.format",
+                msg,
+            ),
         }
     }
     let mut tags = HashSet::new();
     for (i, t) in def.tags.iter().enumerate() {
         if t.trim().is_empty() || t.chars().count() > 64 {
-            r.error(format!("tags[{i}]"), "tag.length", "Tags must be 1-64 characters");
+            r.error(
+                format!("tags[{i}]"),
+                "tag.length",
+                "Tags must be 1-64 characters",
+            );
         } else if !tags.insert(t.as_str()) {
-            r.warn(format!("tags[{i}]"), "tag.duplicate", format!("Tag {t:?} is listed twice"));
+            r.warn(
+                format!("tags[{i}]"),
+                "tag.duplicate",
+                format!("Tag {t:?} is listed twice"),
+            );
         }
     }
-    if let Some(v) = &def.version {
-        if semver::Version::parse(v).is_err() {
-            r.error("version", "version.semver", format!("Version {v:?} is not semantic versioning; write it like 1.2.0"));
-        }
+    if let Some(v) = &def.version
+        && semver::Version::parse(v).is_err()
+    {
+        r.error(
+            "version",
+            "version.semver",
+            format!("Version {v:?} is not semantic versioning; write it like 1.2.0"),
+        );
     }
     for (i, d) in def.depends_on.iter().enumerate() {
         let at = format!("depends_on[{i}]");
         if d == &def.name {
             r.error(at, "depends_on.self", "A tool cannot depend on itself");
         } else if ToolName::parse(d).is_err() {
-            r.error(at, "depends_on.format", format!("{d:?} is not a valid tool name"));
-        } else if let Some(lookup) = env.lookup {
-            if lookup(d) == Lookup::Absent {
-                r.error(at, "depends_on.unknown", format!("Dependency {d:?} is not registered; register it first or remove it from depends_on"));
-            }
+            r.error(
+                at,
+                "depends_on.format",
+                format!("{d:?} is not a valid tool name"),
+            );
+        } else if let Some(lookup) = env.lookup
+            && lookup(d) == Lookup::Absent
+        {
+            r.error(at, "depends_on.unknown", format!("Dependency {d:?} is not registered; register it first or remove it from depends_on"));
         }
     }
-    if let Some(run) = &def.run {
-        if !RUN_KINDS.contains(&run.kind.as_str()) {
-            r.error("run.kind", "run.unknown_kind", format!("Unknown run kind {:?}; use one of {}", run.kind, RUN_KINDS.join(", ")));
-        }
+    if let Some(run) = &def.run
+        && !RUN_KINDS.contains(&run.kind.as_str())
+    {
+        r.error(
+            "run.kind",
+            "run.unknown_kind",
+            format!(
+                "Unknown run kind {:?}; use one of {}",
+                run.kind,
+                RUN_KINDS.join(", ")
+            ),
+        );
     }
     permissions
 }
 
 fn check_warnings(def: &ToolDefinition, r: &mut ValidationReport) {
     let spec_like = crate::spec::Resolved::of(def);
-    if (spec_like.effect == Effect::Delete || spec_like.consequence == crate::Consequence::High) && !spec_like.requires_confirmation {
+    if (spec_like.effect == Effect::Delete || spec_like.consequence == crate::Consequence::High)
+        && !spec_like.requires_confirmation
+    {
         r.warn("requires_confirmation", "confirmation.missing", "Delete and high-consequence tools usually need requires_confirmation = true so a person approves each call");
     }
-    if let (Some(level), true) = (def.safety_level, def.consequence.is_some() || def.requires_confirmation.is_some()) {
+    if let (Some(level), true) = (
+        def.safety_level,
+        def.consequence.is_some() || def.requires_confirmation.is_some(),
+    ) {
         let (c, rc) = level.expand();
-        if def.consequence.is_some_and(|x| x != c) || def.requires_confirmation.is_some_and(|x| x != rc) {
+        if def.consequence.is_some_and(|x| x != c)
+            || def.requires_confirmation.is_some_and(|x| x != rc)
+        {
             r.warn("safety_level", "safety_level.overridden", "Explicit consequence/requires_confirmation override safety_level; the explicit fields win");
         }
     }

@@ -1,0 +1,155 @@
+//! The approval gate's handlers: a terminal y/n prompt, auto-deny when nobody can answer, and
+//! explicit pre-approval. Durable queues, webhooks and MCP elicitation implement the same trait.
+
+use std::fmt;
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::context::Principal;
+use crate::envelope::CallId;
+use crate::spec::ToolSpec;
+use crate::tool::BoxFuture;
+
+/// What is to be approved: who calls which tool (and which version of it) with what arguments.
+#[derive(Debug)]
+pub struct ApprovalRequest<'a> {
+    pub spec: &'a ToolSpec,
+    pub principal: &'a Principal,
+    pub call_id: CallId,
+    /// Canonical arguments with sensitive values redacted (for display).
+    pub arguments: Value,
+}
+
+/// An approver's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run the call.
+    Approved,
+    /// A person said no (`rejected`).
+    Denied { reason: Option<String> },
+    /// Nobody could be asked (`confirmation_required`); `hint` says how to approve.
+    Unanswered { hint: String },
+}
+
+/// Decides whether a call that requires confirmation may run.
+pub trait ApprovalHandler: Send + Sync + 'static {
+    fn decide<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> BoxFuture<'a, Decision>;
+}
+
+/// Says no on behalf of nobody: the default when no person can be asked (no terminal).
+#[derive(Clone, Debug)]
+pub struct AutoDeny {
+    hint: String,
+}
+
+impl AutoDeny {
+    /// Auto-deny with a hint saying how to approve (for example "re-run with --yes").
+    pub fn new(hint: impl Into<String>) -> Self {
+        Self { hint: hint.into() }
+    }
+}
+
+impl Default for AutoDeny {
+    fn default() -> Self {
+        Self::new("approve it explicitly (pre-approval) or call it where a person can confirm")
+    }
+}
+
+impl ApprovalHandler for AutoDeny {
+    fn decide<'a>(&'a self, _request: &'a ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
+        let hint = self.hint.clone();
+        Box::pin(async move { Decision::Unanswered { hint } })
+    }
+}
+
+/// Explicit pre-approval (the CLI's `--yes`): every call is approved.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PreApproved;
+
+impl ApprovalHandler for PreApproved {
+    fn decide<'a>(&'a self, _request: &'a ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
+        Box::pin(async { Decision::Approved })
+    }
+}
+
+type SharedReader = Arc<Mutex<Box<dyn BufRead + Send>>>;
+type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
+
+/// Asks y/n on a terminal (or any reader/writer pair). Only `y` or `yes` approves; anything
+/// else, end of input included, denies.
+#[derive(Clone)]
+pub struct PromptApproval {
+    input: SharedReader,
+    output: SharedWriter,
+}
+
+impl fmt::Debug for PromptApproval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PromptApproval")
+    }
+}
+
+impl PromptApproval {
+    /// Prompts on `output` and reads the answer from `input`.
+    pub fn new(input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
+        Self {
+            input: Arc::new(Mutex::new(input)),
+            output: Arc::new(Mutex::new(output)),
+        }
+    }
+
+    /// Prompts on standard error, reads standard input.
+    pub fn terminal() -> Self {
+        Self::new(
+            Box::new(std::io::BufReader::new(std::io::stdin())),
+            Box::new(std::io::stderr()),
+        )
+    }
+}
+
+/// The text shown to the person asked.
+pub fn prompt_text(request: &ApprovalRequest<'_>) -> String {
+    let spec = request.spec;
+    format!(
+        "Tool {} requires confirmation (effect {}, consequence {}).\n  principal: {}\n  arguments: {}\nRun it? [y/N] ",
+        spec.name(),
+        spec.effect(),
+        spec.consequence(),
+        request.principal.id,
+        request.arguments
+    )
+}
+
+impl ApprovalHandler for PromptApproval {
+    fn decide<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
+        let text = prompt_text(request);
+        let input = Arc::clone(&self.input);
+        let output = Arc::clone(&self.output);
+        Box::pin(async move {
+            let asked = tokio::task::spawn_blocking(move || {
+                {
+                    let mut out = output.lock().unwrap_or_else(|p| p.into_inner());
+                    let _ = out.write_all(text.as_bytes());
+                    let _ = out.flush();
+                }
+                let mut line = String::new();
+                let mut inp = input.lock().unwrap_or_else(|p| p.into_inner());
+                inp.read_line(&mut line).map(|_| line)
+            })
+            .await;
+            match asked {
+                Ok(Ok(line)) if matches!(line.trim().to_lowercase().as_str(), "y" | "yes") => {
+                    Decision::Approved
+                }
+                Ok(Ok(line)) if line.is_empty() => Decision::Denied {
+                    reason: Some("no answer at the confirmation prompt (end of input)".into()),
+                },
+                _ => Decision::Denied {
+                    reason: Some("declined at the confirmation prompt".into()),
+                },
+            }
+        })
+    }
+}

@@ -1,0 +1,457 @@
+//! The registry: every known tool by name. Reads take a lock-free snapshot (an `Arc` of a
+//! persistent map), writes are serialized and publish a new snapshot, so readers never wait
+//! and never see a half-applied change.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use imbl::OrdMap;
+use tokio::sync::watch;
+
+use crate::definition::Isolation;
+use crate::definition::{Category, Consequence, Effect, ToolDefinition};
+use crate::error::CoreError;
+use crate::names::ToolName;
+use crate::spec::ToolSpec;
+use crate::telemetry;
+use crate::tool::Tool;
+use crate::validate::{Env, Lookup, validate_in};
+
+/// A registered tool: its validated spec, its implementation (if any) and whether it is built in.
+#[derive(Clone)]
+pub struct RegisteredTool {
+    spec: ToolSpec,
+    handler: Option<Arc<dyn Tool>>,
+    builtin: bool,
+}
+
+impl RegisteredTool {
+    /// The validated definition.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// The implementation; `None` for a definition that can be listed and exported but not run.
+    pub fn handler(&self) -> Option<&Arc<dyn Tool>> {
+        self.handler.as_ref()
+    }
+
+    /// Whether this is a built-in tool (cannot be replaced or removed).
+    pub fn is_builtin(&self) -> bool {
+        self.builtin
+    }
+}
+
+impl fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("name", self.spec.name())
+            .field("builtin", &self.builtin)
+            .field("implemented", &self.handler.is_some())
+            .finish()
+    }
+}
+
+/// An immutable view of the registry at one moment.
+#[derive(Clone, Default)]
+pub struct Snapshot {
+    tools: OrdMap<ToolName, RegisteredTool>,
+    by_category: [u64; 8],
+    version: u64,
+}
+
+impl Snapshot {
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        let key = ToolName::parse(name).ok()?;
+        self.tools.get(&key)
+    }
+
+    /// How many tools are registered.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Increases by one with every change.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// All tools in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
+    }
+
+    fn lookup(&self, name: &str) -> Lookup {
+        match self.get(name) {
+            None => Lookup::Absent,
+            Some(t) if t.builtin => Lookup::Builtin,
+            Some(_) => Lookup::Custom,
+        }
+    }
+
+    /// Tools matching `query`, in name order, one page at a time.
+    pub fn list(&self, query: &Query) -> Result<Page, CoreError> {
+        let limit = query.limit.clamp(1, MAX_PAGE);
+        let start = match &query.cursor {
+            Some(c) => {
+                let name = decode_cursor(c).ok_or_else(|| CoreError::BadCursor(c.clone()))?;
+                Bound::Excluded(name)
+            }
+            None => Bound::Unbounded,
+        };
+        let text = query.text.as_ref().map(|t| t.trim().to_lowercase());
+        let mut items = Vec::with_capacity(limit.min(64));
+        let mut next_cursor = None;
+        for (name, tool) in self.tools.range((start, Bound::Unbounded)) {
+            if !query.matches(tool, text.as_deref()) {
+                continue;
+            }
+            if items.len() == limit {
+                // There is at least one more match: the page ends at the last item returned.
+                next_cursor = items
+                    .last()
+                    .map(|t: &RegisteredTool| encode_cursor(t.spec.name()));
+                break;
+            }
+            let _ = name;
+            items.push(tool.clone());
+        }
+        Ok(Page { items, next_cursor })
+    }
+
+    fn dependents_of(&self, name: &str) -> Vec<String> {
+        self.tools
+            .values()
+            .filter(|t| t.spec.definition().depends_on.iter().any(|d| d == name))
+            .map(|t| t.spec.name().to_string())
+            .collect()
+    }
+
+    /// Whether following `depends_on` from `start` reaches `target`.
+    fn reaches(&self, start: &[String], target: &str, extra: Option<&ToolSpec>) -> bool {
+        let mut stack: Vec<String> = start.to_vec();
+        let mut seen = HashSet::new();
+        while let Some(n) = stack.pop() {
+            if n == target {
+                return true;
+            }
+            if !seen.insert(n.clone()) {
+                continue;
+            }
+            let deps = match extra {
+                Some(spec) if spec.name().as_str() == n => spec.definition().depends_on.clone(),
+                _ => self
+                    .get(&n)
+                    .map(|t| t.spec.definition().depends_on.clone())
+                    .unwrap_or_default(),
+            };
+            stack.extend(deps);
+        }
+        false
+    }
+}
+
+/// Largest page a listing returns.
+pub const MAX_PAGE: usize = 1000;
+/// Page size when none is asked for.
+pub const DEFAULT_PAGE: usize = 50;
+
+fn encode_cursor(name: &ToolName) -> String {
+    format!("after:{name}")
+}
+
+fn decode_cursor(cursor: &str) -> Option<ToolName> {
+    ToolName::parse(cursor.strip_prefix("after:")?).ok()
+}
+
+/// Filters for listing tools; all given filters must match.
+#[derive(Clone, Debug)]
+pub struct Query {
+    pub category: Option<Category>,
+    pub effect: Option<Effect>,
+    pub consequence: Option<Consequence>,
+    pub tag: Option<String>,
+    /// Case-insensitive substring of the name or the description.
+    pub text: Option<String>,
+    pub limit: usize,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl Default for Query {
+    fn default() -> Self {
+        Self {
+            category: None,
+            effect: None,
+            consequence: None,
+            tag: None,
+            text: None,
+            limit: DEFAULT_PAGE,
+            cursor: None,
+        }
+    }
+}
+
+impl Query {
+    fn matches(&self, tool: &RegisteredTool, text: Option<&str>) -> bool {
+        let spec = &tool.spec;
+        self.category.is_none_or(|c| spec.category() == c)
+            && self.effect.is_none_or(|e| spec.effect() == e)
+            && self.consequence.is_none_or(|c| spec.consequence() == c)
+            && self
+                .tag
+                .as_ref()
+                .is_none_or(|t| spec.tags().iter().any(|x| x == t))
+            && text.is_none_or(|t| spec.search_text().contains(t))
+    }
+}
+
+/// One page of a listing.
+#[derive(Clone, Debug)]
+pub struct Page {
+    pub items: Vec<RegisteredTool>,
+    /// Pass as `Query::cursor` for the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// The tool registry. Share it as `Arc<Registry>`.
+pub struct Registry {
+    current: ArcSwap<Snapshot>,
+    writer: Mutex<()>,
+    changes: watch::Sender<u64>,
+    max_isolation: Isolation,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("tools", &self.snapshot().len())
+            .finish()
+    }
+}
+
+/// What a registration adds.
+#[allow(clippy::large_enum_variant)] // short-lived, built once per registration
+enum Source {
+    Tool(Arc<dyn Tool>),
+    Definition(ToolDefinition),
+}
+
+impl Registry {
+    /// An empty registry allowing every isolation level.
+    pub fn new() -> Self {
+        Self::with_max_isolation(Isolation::Restricted)
+    }
+
+    /// An empty registry whose definitions may ask for at most `max` isolation (the plan in force).
+    pub fn with_max_isolation(max: Isolation) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(Snapshot::default()),
+            writer: Mutex::new(()),
+            changes: watch::channel(0).0,
+            max_isolation: max,
+        }
+    }
+
+    /// The current state; cheap, never blocks.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<RegisteredTool> {
+        self.current.load().get(name).cloned()
+    }
+
+    /// Lists tools (see [`Snapshot::list`]).
+    pub fn list(&self, query: &Query) -> Result<Page, CoreError> {
+        self.current.load().list(query)
+    }
+
+    /// A receiver that sees the snapshot version after every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Registers a built-in tool (it can then be neither replaced nor removed).
+    pub fn register_builtin(&self, tool: Arc<dyn Tool>) -> Result<ToolSpec, CoreError> {
+        self.insert(vec![Source::Tool(tool)], true, false)
+            .map(|mut v| v.remove(0))
+    }
+
+    /// Registers a tool implemented in Rust.
+    pub fn register(&self, tool: Arc<dyn Tool>) -> Result<ToolSpec, CoreError> {
+        self.insert(vec![Source::Tool(tool)], false, false)
+            .map(|mut v| v.remove(0))
+    }
+
+    /// Registers a definition without an implementation of its own (declarative tools).
+    pub fn register_definition(&self, def: ToolDefinition) -> Result<ToolSpec, CoreError> {
+        self.insert(vec![Source::Definition(def)], false, false)
+            .map(|mut v| v.remove(0))
+    }
+
+    /// Registers many definitions at once: all or none, one published change.
+    pub fn register_definitions(
+        &self,
+        defs: Vec<ToolDefinition>,
+    ) -> Result<Vec<ToolSpec>, CoreError> {
+        self.insert(
+            defs.into_iter().map(Source::Definition).collect(),
+            false,
+            false,
+        )
+    }
+
+    /// Registers many tools at once: all or none, one published change.
+    pub fn register_all(
+        &self,
+        tools: Vec<Arc<dyn Tool>>,
+        builtin: bool,
+    ) -> Result<Vec<ToolSpec>, CoreError> {
+        self.insert(
+            tools.into_iter().map(Source::Tool).collect(),
+            builtin,
+            false,
+        )
+    }
+
+    /// Replaces a custom tool's definition (keeping its implementation unless `tool` is given).
+    pub fn replace_definition(&self, def: ToolDefinition) -> Result<ToolSpec, CoreError> {
+        self.insert(vec![Source::Definition(def)], false, true)
+            .map(|mut v| v.remove(0))
+    }
+
+    /// Replaces a custom tool (definition and implementation).
+    pub fn replace(&self, tool: Arc<dyn Tool>) -> Result<ToolSpec, CoreError> {
+        self.insert(vec![Source::Tool(tool)], false, true)
+            .map(|mut v| v.remove(0))
+    }
+
+    /// Removes a custom tool. Built-ins and tools others depend on cannot be removed.
+    pub fn remove(&self, name: &str) -> Result<ToolSpec, CoreError> {
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.current.load_full();
+        let existing = current
+            .get(name)
+            .ok_or_else(|| CoreError::NotFound(name.to_owned()))?;
+        if existing.builtin {
+            return Err(CoreError::BuiltinProtected(name.to_owned()));
+        }
+        let dependents = current.dependents_of(name);
+        if !dependents.is_empty() {
+            return Err(CoreError::InUse {
+                name: name.to_owned(),
+                dependents: dependents.join(", "),
+            });
+        }
+        let spec = existing.spec.clone();
+        let mut next = (*current).clone();
+        next.tools.remove(spec.name());
+        next.by_category[spec.category() as usize] -= 1;
+        self.publish(next);
+        Ok(spec)
+    }
+
+    fn insert(
+        &self,
+        sources: Vec<Source>,
+        builtin: bool,
+        replace: bool,
+    ) -> Result<Vec<ToolSpec>, CoreError> {
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.current.load_full();
+        let mut next = (*current).clone();
+        let mut added = Vec::with_capacity(sources.len());
+        for source in sources {
+            let (def, handler) = match source {
+                Source::Tool(t) => (t.definition(), Some(t)),
+                Source::Definition(d) => (d, None),
+            };
+            let name = def.name.clone();
+            let existing = next.get(&name).cloned();
+            match (&existing, replace) {
+                (Some(e), _) if e.builtin => return Err(CoreError::BuiltinProtected(name)),
+                (Some(_), false) => return Err(CoreError::Duplicate(name)),
+                (None, true) => return Err(CoreError::NotFound(name)),
+                _ => {}
+            }
+            let snapshot = &next;
+            let lookup = |n: &str| snapshot.lookup(n);
+            let env = Env {
+                max_isolation: self.max_isolation,
+                lookup: Some(&lookup),
+                builtin,
+            };
+            let spec = validate_in(&def, &env).map_err(|report| CoreError::Invalid {
+                name: name.clone(),
+                report: Box::new(report),
+            })?;
+            if replace && next.reaches(&spec.definition().depends_on, &name, Some(&spec)) {
+                return Err(CoreError::Invalid {
+                    name: name.clone(),
+                    report: Box::new(crate::validate::ValidationReport {
+                        errors: vec![crate::validate::Issue {
+                            path: "depends_on".into(),
+                            code: "depends_on.cycle".into(),
+                            message: format!(
+                                "depends_on would form a cycle through {name}; remove one of the dependencies"
+                            ),
+                        }],
+                        warnings: Vec::new(),
+                    }),
+                });
+            }
+            let handler = match (handler, existing) {
+                (Some(h), _) => Some(h),
+                (None, Some(e)) if replace => e.handler,
+                (None, _) => None,
+            };
+            if let Some(old) = next.tools.insert(
+                spec.name().clone(),
+                RegisteredTool {
+                    spec: spec.clone(),
+                    handler,
+                    builtin,
+                },
+            ) {
+                next.by_category[old.spec.category() as usize] -= 1;
+            }
+            next.by_category[spec.category() as usize] += 1;
+            if !builtin && !replace {
+                metrics::counter!(telemetry::DEFINITIONS_CREATED).increment(1);
+            }
+            added.push(spec);
+        }
+        self.publish(next);
+        Ok(added)
+    }
+
+    fn publish(&self, mut next: Snapshot) {
+        next.version += 1;
+        let version = next.version;
+        let counts = next.by_category;
+        self.current.store(Arc::new(next));
+        for (i, c) in counts.iter().enumerate() {
+            let category = Category::ALL[i].as_str();
+            metrics::gauge!(telemetry::DEFINITIONS_BY_CATEGORY, "category" => category)
+                .set(*c as f64);
+        }
+        self.changes.send_replace(version);
+    }
+}
