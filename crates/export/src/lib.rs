@@ -1,1 +1,198 @@
-//! placeholder
+//! toolgate exports: validated tools as OpenAI (Chat Completions and Responses), Anthropic,
+//! Gemini and MCP `tools/list` tool schemas, each accepted by that provider's documented rules.
+//!
+//! Every export is a pure function of the [`ToolSpec`]s given: the same tools in the same order
+//! always give the same document. What an export had to drop or change to fit a provider is
+//! reported as [`ExportNote`]s; what it cannot express at all is an [`ExportError`] that names the
+//! tool, the place in its schema and the reason.
+//!
+//! ```
+//! use toolgate_core::{ParamType, Parameter, ToolBuilder, validate};
+//! use toolgate_export::{ExportFormat, ExportOptions, export};
+//!
+//! let def = ToolBuilder::new("get_weather", "Current weather for a city, when the user asks about now.")
+//!     .param(Parameter::new("city", ParamType::String).description("City name").required())
+//!     .definition()
+//!     .clone();
+//! let spec = validate(&def).map_err(|r| r.to_string())?;
+//! let out = export(&[spec], ExportFormat::OpenAi, &ExportOptions { strict: true })?;
+//! assert_eq!(out.document[0]["function"]["strict"], true);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod anthropic;
+mod context;
+mod error;
+mod gemini;
+mod mcp;
+mod nulls;
+mod openai;
+mod schema;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use toolgate_core::ToolSpec;
+
+pub use error::{ExportError, ExportErrorKind};
+pub use mcp::GOVERNANCE_META_KEY;
+pub use nulls::strip_strict_nulls;
+
+/// A target an export is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ExportFormat {
+    /// OpenAI Chat Completions `tools`: `{"type": "function", "function": {...}}`.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// OpenAI Responses `tools`: `{"type": "function", "name", ...}` (flat).
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    /// Anthropic Messages `tools`: `{"name", "description", "input_schema"}`.
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    /// Gemini `Tool`: `{"functionDeclarations": [...]}` with OpenAPI-subset schemas.
+    #[serde(rename = "gemini")]
+    Gemini,
+    /// MCP `tools/list` result: `{"tools": [...]}` with annotations and governance `_meta`.
+    #[serde(rename = "mcp")]
+    Mcp,
+}
+
+impl ExportFormat {
+    /// Every format, in the order the CLI lists them.
+    pub const ALL: [ExportFormat; 5] = [
+        Self::OpenAi,
+        Self::OpenAiResponses,
+        Self::Anthropic,
+        Self::Gemini,
+        Self::Mcp,
+    ];
+
+    /// The name used on the command line and in `/v1/export/{format}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::OpenAiResponses => "openai-responses",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+            Self::Mcp => "mcp",
+        }
+    }
+
+    /// Whether [`ExportOptions::strict`] means anything for this format.
+    pub fn supports_strict(self) -> bool {
+        matches!(self, Self::OpenAi | Self::OpenAiResponses)
+    }
+}
+
+impl fmt::Display for ExportFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ExportFormat {
+    type Err = ExportError;
+
+    /// Parses a format name, ignoring ASCII case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| ExportError::UnknownFormat(s.to_owned()))
+    }
+}
+
+/// How to export.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportOptions {
+    /// OpenAI formats only: rewrite schemas to OpenAI's Structured Outputs strict subset and set
+    /// `"strict": true`, or fail saying exactly why a tool cannot be made strict. Models then send
+    /// `null` for arguments that were optional; see [`strip_strict_nulls`].
+    pub strict: bool,
+}
+
+/// One thing an export dropped or changed to fit the target.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExportNote {
+    /// The tool the note is about.
+    pub tool: String,
+    /// Where in the exported tool, like `parameters.properties.units.default`.
+    pub path: String,
+    /// What was dropped or changed, and what it means for calls.
+    pub message: String,
+}
+
+impl fmt::Display for ExportNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.tool, self.path, self.message)
+    }
+}
+
+/// An exported document and what had to change to produce it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Export {
+    /// The document to hand to the provider (an array of tools for OpenAI and Anthropic, a
+    /// `Tool` object for Gemini, a `tools/list` result for MCP).
+    pub document: Value,
+    /// What was dropped or changed, tool by tool, in document order.
+    pub notes: Vec<ExportNote>,
+}
+
+/// Exports `specs`, in the order given, as one document in `format`.
+///
+/// Fails on the first tool that cannot be expressed in the format, when a tool name appears
+/// twice, or when `options.strict` is set for a format without a strict mode.
+pub fn export(
+    specs: &[ToolSpec],
+    format: ExportFormat,
+    options: &ExportOptions,
+) -> Result<Export, ExportError> {
+    check_options(format, options)?;
+    let mut seen = HashSet::with_capacity(specs.len());
+    let mut tools = Vec::with_capacity(specs.len());
+    let mut notes = Vec::new();
+    for spec in specs {
+        if !seen.insert(spec.name().as_str()) {
+            return Err(ExportError::DuplicateTool(spec.name().as_str().to_owned()));
+        }
+        let (tool, mut tool_notes) = export_one(spec, format, options)?;
+        tools.push(tool);
+        notes.append(&mut tool_notes);
+    }
+    let document = match format {
+        ExportFormat::OpenAi | ExportFormat::OpenAiResponses | ExportFormat::Anthropic => {
+            Value::Array(tools)
+        }
+        ExportFormat::Gemini => json!({ "functionDeclarations": tools }),
+        ExportFormat::Mcp => json!({ "tools": tools }),
+    };
+    Ok(Export { document, notes })
+}
+
+/// Exports one tool: the element [`export`] would put in the document for it, and its notes.
+pub fn export_one(
+    spec: &ToolSpec,
+    format: ExportFormat,
+    options: &ExportOptions,
+) -> Result<(Value, Vec<ExportNote>), ExportError> {
+    check_options(format, options)?;
+    match format {
+        ExportFormat::OpenAi | ExportFormat::OpenAiResponses => {
+            openai::export_tool(spec, format, options.strict)
+        }
+        ExportFormat::Anthropic => anthropic::export_tool(spec),
+        ExportFormat::Gemini => gemini::export_tool(spec),
+        ExportFormat::Mcp => Ok(mcp::export_tool(spec)),
+    }
+}
+
+fn check_options(format: ExportFormat, options: &ExportOptions) -> Result<(), ExportError> {
+    if options.strict && !format.supports_strict() {
+        return Err(ExportError::StrictNotSupported(format));
+    }
+    Ok(())
+}

@@ -1,0 +1,782 @@
+//! Structural and behavioural rules of the exports: Gemini output stays inside Gemini's schema
+//! subset, strict OpenAI output is closed and fully required, failures name tool and keyword,
+//! MCP hints follow the governance fields, and strict arguments round-trip to the tool's schema.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::{Category, Consequence, Effect, ParamType, Parameter, ToolBuilder, validate};
+use toolgate_export::{
+    Export, ExportError, ExportErrorKind, ExportFormat, ExportOptions, GOVERNANCE_META_KEY, export,
+    export_one, strip_strict_nulls,
+};
+
+const PLAIN: ExportOptions = ExportOptions { strict: false };
+const STRICT: ExportOptions = ExportOptions { strict: true };
+
+/// Calls `visit(path, schema)` for every schema in `schema`, walking the schema-valued keywords
+/// only (property names are never taken for keywords).
+fn walk_schemas(schema: &Value, path: &str, visit: &mut dyn FnMut(&str, &Map<String, Value>)) {
+    let Value::Object(m) = schema else { return };
+    visit(path, m);
+    for key in ["properties", "$defs", "definitions"] {
+        if let Some(Value::Object(children)) = m.get(key) {
+            for (name, child) in children {
+                walk_schemas(child, &format!("{path}.{key}.{name}"), visit);
+            }
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(child) = m.get(key) {
+            walk_schemas(child, &format!("{path}.{key}"), visit);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(children)) = m.get(key) {
+            for (i, child) in children.iter().enumerate() {
+                walk_schemas(child, &format!("{path}.{key}[{i}]"), visit);
+            }
+        }
+    }
+}
+
+fn tools(out: &Export, format: ExportFormat) -> Vec<Value> {
+    match format {
+        ExportFormat::Gemini => out.document["functionDeclarations"]
+            .as_array()
+            .unwrap()
+            .clone(),
+        ExportFormat::Mcp => out.document["tools"].as_array().unwrap().clone(),
+        _ => out.document.as_array().unwrap().clone(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemini
+
+/// The `Schema` fields of the Gemini API reference that toolgate emits.
+const GEMINI_FIELDS: &[&str] = &[
+    "type",
+    "format",
+    "title",
+    "description",
+    "nullable",
+    "enum",
+    "maxItems",
+    "minItems",
+    "properties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "anyOf",
+    "propertyOrdering",
+    "items",
+    "minimum",
+    "maximum",
+];
+
+const GEMINI_REJECTED: &[&str] = &[
+    "additionalProperties",
+    "$ref",
+    "$defs",
+    "definitions",
+    "$schema",
+    "$id",
+    "const",
+    "oneOf",
+    "allOf",
+    "not",
+    "default",
+    "examples",
+    "patternProperties",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "uniqueItems",
+];
+
+fn assert_gemini_subset(parameters: &Value, tool: &str) {
+    walk_schemas(parameters, "parameters", &mut |path, m| {
+        for key in m.keys() {
+            assert!(
+                !GEMINI_REJECTED.contains(&key.as_str()),
+                "{tool}: {path} has rejected keyword {key}"
+            );
+            assert!(
+                GEMINI_FIELDS.contains(&key.as_str()),
+                "{tool}: {path} has {key}, which is not a Gemini Schema field"
+            );
+        }
+        let ty = m.get("type");
+        if let Some(ty) = ty {
+            let t = ty
+                .as_str()
+                .unwrap_or_else(|| panic!("{tool}: {path} type is not one string: {ty}"));
+            assert!(
+                ["string", "number", "integer", "boolean", "array", "object"].contains(&t),
+                "{tool}: {path} has type {t}"
+            );
+        }
+        if let Some(values) = m.get("enum") {
+            assert!(
+                values.as_array().unwrap().iter().all(Value::is_string),
+                "{tool}: {path} enum has non-strings"
+            );
+            assert_eq!(
+                ty,
+                Some(&json!("string")),
+                "{tool}: {path} enum on a non-string"
+            );
+        }
+        if let Some(props) = m.get("properties") {
+            assert_eq!(
+                ty,
+                Some(&json!("object")),
+                "{tool}: {path} properties on a non-object"
+            );
+            assert!(
+                !props.as_object().unwrap().is_empty(),
+                "{tool}: {path} has empty properties"
+            );
+        }
+        if let Some(required) = m.get("required") {
+            let props = m.get("properties").and_then(Value::as_object).unwrap();
+            for name in required.as_array().unwrap() {
+                assert!(
+                    props.contains_key(name.as_str().unwrap()),
+                    "{tool}: {path} requires undeclared {name}"
+                );
+            }
+        }
+        if m.contains_key("items") {
+            assert_eq!(
+                ty,
+                Some(&json!("array")),
+                "{tool}: {path} items on a non-array"
+            );
+        }
+    });
+}
+
+#[test]
+fn gemini_output_stays_inside_the_documented_subset() {
+    let mut specs = common::fixtures();
+    specs.push(common::raw(
+        "composed",
+        json!({
+            "type": "object",
+            "$defs": {
+                "base": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+                "level": {"type": "integer", "enum": [1, 2], "default": 1}
+            },
+            "properties": {
+                "item": {"allOf": [{"$ref": "#/$defs/base"}, {"properties": {"n": {"type": "number", "multipleOf": 0.5}}}]},
+                "maybe": {"anyOf": [{"$ref": "#/$defs/base"}, {"type": "null"}]},
+                "either": {"type": ["string", "integer"], "minLength": 2, "minimum": 3},
+                "flags": {"type": "object", "additionalProperties": {"type": "boolean"}},
+                "level": {"$ref": "#/$defs/level"},
+                "exact": {"const": 4},
+                "pair": {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "string"}},
+                "limit": {"type": "integer", "exclusiveMaximum": 10},
+                "opt": {"type": ["object", "null"], "properties": {"a": {"type": "string"}}, "required": ["a", "b"]}
+            },
+            "anyOf": [{"required": ["item"]}, {"required": ["maybe"]}]
+        }),
+    ));
+    let out = export(&specs, ExportFormat::Gemini, &PLAIN).unwrap();
+    for declaration in tools(&out, ExportFormat::Gemini) {
+        let name = declaration["name"].as_str().unwrap().to_owned();
+        let keys: Vec<&String> = declaration.as_object().unwrap().keys().collect();
+        assert!(
+            keys.iter()
+                .all(|k| ["name", "description", "parameters"].contains(&k.as_str()))
+        );
+        if let Some(parameters) = declaration.get("parameters") {
+            assert_eq!(parameters["type"], "object", "{name}");
+            assert_gemini_subset(parameters, &name);
+        }
+    }
+}
+
+#[test]
+fn gemini_changes_are_noted_with_tool_and_path() {
+    let out = export(
+        &[common::fixture("search_catalog")],
+        ExportFormat::Gemini,
+        &PLAIN,
+    )
+    .unwrap();
+    let find = |path: &str| {
+        out.notes
+            .iter()
+            .find(|n| n.path == path)
+            .unwrap_or_else(|| panic!("no note at {path}: {:#?}", out.notes))
+    };
+    assert!(out.notes.iter().all(|n| n.tool == "search_catalog"));
+    assert!(find("parameters.$schema").message.contains("$schema"));
+    assert!(
+        find("parameters.properties.max_price.$ref")
+            .message
+            .contains("#/$defs/money")
+    );
+    assert!(
+        find("parameters.properties.api_version.const")
+            .message
+            .contains("enum")
+    );
+    assert!(
+        find("parameters.properties.sku.oneOf")
+            .message
+            .contains("anyOf")
+    );
+    assert!(
+        find("parameters.properties.priority.enum")
+            .message
+            .contains("strings only")
+    );
+    assert!(
+        find("parameters.properties.sort.default")
+            .message
+            .contains("description")
+    );
+    assert!(
+        find("parameters.additionalProperties")
+            .message
+            .contains("additionalProperties")
+    );
+    let params = &out.document["functionDeclarations"][0]["parameters"];
+    assert_eq!(
+        params["properties"]["cursor"],
+        json!({"type": "string", "description": "Pagination cursor from the previous page", "nullable": true})
+    );
+    assert_eq!(params["properties"]["api_version"]["enum"], json!(["v2"]));
+    assert_eq!(
+        params["properties"]["max_price"]["properties"]["amount"]["minimum"],
+        json!(0)
+    );
+    assert!(
+        params["properties"]["priority"]["description"]
+            .as_str()
+            .unwrap()
+            .ends_with("Allowed values: 1, 2, 3.")
+    );
+}
+
+#[test]
+fn gemini_refuses_recursive_schemas_naming_the_tool() {
+    let tree = common::raw(
+        "walk_tree",
+        json!({
+            "type": "object",
+            "$defs": {"node": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}
+            }}},
+            "properties": {"root": {"$ref": "#/$defs/node"}},
+            "required": ["root"]
+        }),
+    );
+    let err = export(std::slice::from_ref(&tree), ExportFormat::Gemini, &PLAIN).unwrap_err();
+    assert!(matches!(err, ExportError::Recursive { .. }), "{err:?}");
+    assert_eq!(err.kind(), ExportErrorKind::Unsupported);
+    assert_eq!(err.tool(), Some("walk_tree"));
+    let message = err.to_string();
+    assert!(message.starts_with("Cannot export tool walk_tree to Gemini: parameters.properties.root.properties.children.items uses `$ref` to #/$defs/node"), "{message}");
+    assert!(message.contains("recursive"), "{message}");
+
+    // Recursion through the root itself is caught as well.
+    let self_ref = common::raw(
+        "nest",
+        json!({"type": "object", "properties": {"next": {"$ref": "#"}}}),
+    );
+    let err = export_one(&self_ref, ExportFormat::Gemini, &PLAIN).unwrap_err();
+    assert!(
+        matches!(err, ExportError::Recursive { ref reference, .. } if reference == "#"),
+        "{err:?}"
+    );
+
+    // OpenAI strict mode supports recursion through $defs and keeps the reference.
+    let (tool, _) = export_one(&tree, ExportFormat::OpenAi, &STRICT).unwrap();
+    assert_eq!(
+        tool["function"]["parameters"]["$defs"]["node"]["properties"]["children"]["anyOf"][0]["items"],
+        json!({"$ref": "#/$defs/node"})
+    );
+}
+
+#[test]
+fn gemini_omits_parameters_for_tools_without_any() {
+    let (declaration, _) =
+        export_one(&common::fixture("list_inbox"), ExportFormat::Gemini, &PLAIN).unwrap();
+    assert_eq!(declaration.get("parameters"), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenAI
+
+fn openai_parameters(tool: &Value, format: ExportFormat) -> &Value {
+    match format {
+        ExportFormat::OpenAi => &tool["function"]["parameters"],
+        _ => &tool["parameters"],
+    }
+}
+
+/// Strict mode's structural rules, on every schema of every fixture.
+fn assert_strict_subset(parameters: &Value, tool: &str) {
+    assert!(parameters.get("anyOf").is_none(), "{tool}: root anyOf");
+    assert_eq!(parameters["type"], "object", "{tool}: root type");
+    walk_schemas(parameters, "parameters", &mut |path, m| {
+        for key in [
+            "default",
+            "allOf",
+            "oneOf",
+            "not",
+            "if",
+            "then",
+            "else",
+            "patternProperties",
+            "$schema",
+            "minLength",
+            "uniqueItems",
+        ] {
+            assert!(!m.contains_key(key), "{tool}: {path} has {key}");
+        }
+        if m.contains_key("$ref") {
+            assert_eq!(m.len(), 1, "{tool}: {path} has keywords next to $ref");
+            return;
+        }
+        let is_object = match m.get("type") {
+            Some(Value::String(t)) => t == "object",
+            Some(Value::Array(ts)) => ts.contains(&json!("object")),
+            _ => false,
+        };
+        if is_object {
+            assert_eq!(
+                m.get("additionalProperties"),
+                Some(&json!(false)),
+                "{tool}: {path} is not closed"
+            );
+            let names: Vec<Value> = m["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| json!(k))
+                .collect();
+            assert_eq!(
+                m.get("required"),
+                Some(&Value::Array(names)),
+                "{tool}: {path} does not require every property"
+            );
+        }
+        assert!(
+            ["type", "anyOf", "enum", "const"]
+                .iter()
+                .any(|k| m.contains_key(*k)),
+            "{tool}: {path} has no type"
+        );
+    });
+}
+
+#[test]
+fn strict_output_is_closed_and_fully_required_everywhere() {
+    let specs = common::fixtures();
+    for format in [ExportFormat::OpenAi, ExportFormat::OpenAiResponses] {
+        let out = export(&specs, format, &STRICT).unwrap();
+        for tool in tools(&out, format) {
+            let strict = if format == ExportFormat::OpenAi {
+                &tool["function"]["strict"]
+            } else {
+                &tool["strict"]
+            };
+            assert_eq!(strict, &json!(true));
+            let name = tool
+                .pointer("/function/name")
+                .or(tool.get("name"))
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_owned();
+            assert_strict_subset(openai_parameters(&tool, format), &name);
+        }
+    }
+}
+
+#[test]
+fn plain_openai_keeps_the_schema_and_says_not_strict() {
+    let spec = common::fixture("search_catalog");
+    for format in [ExportFormat::OpenAi, ExportFormat::OpenAiResponses] {
+        let (tool, notes) = export_one(&spec, format, &PLAIN).unwrap();
+        let mut expected = spec.input_schema().clone();
+        expected.as_object_mut().unwrap().remove("$schema");
+        assert_eq!(openai_parameters(&tool, format), &expected);
+        assert_eq!(notes.len(), 1, "{notes:#?}");
+        let strict = tool
+            .pointer("/function/strict")
+            .or(tool.get("strict"))
+            .unwrap();
+        assert_eq!(
+            strict,
+            &json!(false),
+            "Responses defaults strict to true, so false is explicit"
+        );
+    }
+}
+
+#[test]
+fn strict_failures_name_tool_path_and_keyword() {
+    let cases = [
+        (
+            json!({"type": "object", "properties": {"a": {"type": "object", "patternProperties": {"^x": {"type": "string"}}}}}),
+            "Cannot export tool probe in OpenAI strict mode: parameters.properties.a uses `patternProperties`, which strict mode does not support",
+            "patternProperties",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}, {"maxLength": 3}]}}}),
+            "Cannot export tool probe in OpenAI strict mode: parameters.properties.a uses `allOf`, which strict mode does not support",
+            "allOf",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "array", "items": {"if": {"type": "string"}, "then": {"minLength": 1}}}}}),
+            "Cannot export tool probe in OpenAI strict mode: parameters.properties.a.items uses `if`, which strict mode does not support",
+            "if",
+        ),
+        (
+            json!({"type": "object", "properties": {"meta": {"type": "object"}}}),
+            "Cannot export tool probe in OpenAI strict mode: parameters.properties.meta is an object without declared properties (free-form)",
+            "additionalProperties",
+        ),
+        (
+            json!({"type": "object", "properties": {"any": {"description": "anything at all"}}}),
+            "Cannot export tool probe in OpenAI strict mode: parameters.properties.any has no `type`",
+            "type",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "dependentRequired": {"a": ["b"]}}),
+            "Cannot export tool probe in OpenAI strict mode: parameters uses `dependentRequired`, which strict mode does not support",
+            "dependentRequired",
+        ),
+    ];
+    for (schema, message, keyword) in cases {
+        let spec = common::raw("probe", schema);
+        for format in [ExportFormat::OpenAi, ExportFormat::OpenAiResponses] {
+            let err = export(std::slice::from_ref(&spec), format, &STRICT).unwrap_err();
+            assert!(
+                err.to_string().starts_with(message),
+                "got: {err}\nwant: {message}"
+            );
+            assert!(
+                matches!(&err, ExportError::Unsupported { keyword: k, tool, .. } if k == keyword && tool == "probe"),
+                "{err:?}"
+            );
+            assert_eq!(err.kind(), ExportErrorKind::Unsupported);
+        }
+        // Not strict, the same schema exports as written.
+        assert!(export(std::slice::from_ref(&spec), ExportFormat::OpenAi, &PLAIN).is_ok());
+    }
+}
+
+#[test]
+fn strict_limits_are_enforced() {
+    let mut schema =
+        json!({"type": "object", "properties": {"leaf": {"type": "string"}}, "required": ["leaf"]});
+    for _ in 0..10 {
+        schema = json!({"type": "object", "properties": {"inner": schema}, "required": ["inner"]});
+    }
+    let err = export_one(&common::raw("deep", schema), ExportFormat::OpenAi, &STRICT).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Cannot export tool deep in OpenAI strict mode: the schema has 11 levels of object nesting; strict mode allows at most 10"
+    );
+
+    let values: Vec<Value> = (0..1001).map(|i| json!(format!("v{i}"))).collect();
+    let schema =
+        json!({"type": "object", "properties": {"pick": {"type": "string", "enum": values}}});
+    let err = export_one(&common::raw("wide", schema), ExportFormat::OpenAi, &STRICT).unwrap_err();
+    assert!(
+        err.to_string().contains("1001 enum values in total"),
+        "{err}"
+    );
+}
+
+#[test]
+fn top_level_composition_is_dropped_when_it_only_constrains_and_refused_otherwise() {
+    let at_least_one = common::raw(
+        "update_issue",
+        json!({"type": "object", "properties": {"title": {"type": "string"}, "body": {"type": "string"}},
+               "anyOf": [{"required": ["title"]}, {"required": ["body"]}]}),
+    );
+    for format in [ExportFormat::OpenAi, ExportFormat::Anthropic] {
+        let (tool, notes) = export_one(&at_least_one, format, &PLAIN).unwrap();
+        assert!(tool.to_string().find("anyOf").is_none(), "{format}: {tool}");
+        assert!(
+            notes.iter().any(
+                |n| n.path.ends_with(".anyOf") && n.message.contains("toolgate still enforces")
+            ),
+            "{notes:#?}"
+        );
+    }
+    let variants = common::raw(
+        "shape",
+        json!({"type": "object", "oneOf": [
+            {"properties": {"radius": {"type": "number"}}, "required": ["radius"]},
+            {"properties": {"side": {"type": "number"}}, "required": ["side"]}
+        ]}),
+    );
+    let err = export_one(&variants, ExportFormat::Anthropic, &PLAIN).unwrap_err();
+    assert!(err.to_string().starts_with("Cannot export tool shape to Anthropic: input_schema uses `oneOf`, which Anthropic does not accept at the top level"), "{err}");
+    let err = export_one(&variants, ExportFormat::OpenAiResponses, &PLAIN).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("Cannot export tool shape to OpenAI: parameters uses `oneOf`"),
+        "{err}"
+    );
+}
+
+/// Arguments valid for the tool, written the way a strict model writes them (every optional
+/// property present as null), validate against the strict schema; stripping the nulls gives
+/// arguments that validate against the tool's own schema again.
+#[test]
+fn strict_arguments_round_trip_to_the_tool_schema() {
+    let cases = [
+        (
+            "get_weather",
+            json!({"city": "Oslo"}),
+            json!({"city": "Oslo", "units": null, "days": null, "include_hourly": null}),
+        ),
+        (
+            "search_catalog",
+            json!({"query": "lamp", "filters": {"dimensions": {"width_cm": 30}}, "sku": 7, "cursor": null, "max_price": {"amount": 10, "currency": "EUR"}}),
+            json!({"query": "lamp", "max_price": {"amount": 10, "currency": "EUR"}, "min_price": null,
+                   "filters": {"brand": null, "dimensions": {"width_cm": 30, "height_cm": null}},
+                   "api_version": null, "sku": 7, "priority": null, "cursor": null, "tags": null,
+                   "updated_after": null, "sort": null}),
+        ),
+        ("list_inbox", json!({}), json!({})),
+    ];
+    for (name, original, strict_form) in cases {
+        let spec = common::fixture(name);
+        let own = jsonschema::draft202012::new(spec.input_schema()).unwrap();
+        assert!(own.is_valid(&original), "{name}: fixture arguments invalid");
+        let (tool, _) = export_one(&spec, ExportFormat::OpenAiResponses, &STRICT).unwrap();
+        let strict = jsonschema::draft202012::new(&tool["parameters"]).unwrap();
+        let errors: Vec<String> = strict
+            .iter_errors(&strict_form)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{name}: strict schema rejects the strict form: {errors:?}"
+        );
+        let mut args = strict_form.clone();
+        strip_strict_nulls(&spec, &mut args);
+        assert_eq!(args, original, "{name}");
+        assert!(own.is_valid(&args), "{name}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Anthropic
+
+#[test]
+fn anthropic_keeps_the_input_schema_as_written() {
+    for spec in common::fixtures() {
+        let (tool, notes) = export_one(&spec, ExportFormat::Anthropic, &PLAIN).unwrap();
+        assert_eq!(&tool["input_schema"], spec.input_schema());
+        assert_eq!(tool["name"], spec.name().as_str());
+        assert!(notes.is_empty());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MCP
+
+#[test]
+fn mcp_annotations_follow_the_governance_fields() {
+    // (category, effect, consequence, idempotent) → (readOnly, destructive, idempotent, openWorld)
+    let cases = [
+        (
+            Category::Filesystem,
+            Effect::Read,
+            Consequence::Low,
+            None,
+            (true, false, true, false),
+        ),
+        (
+            Category::Filesystem,
+            Effect::Delete,
+            Consequence::Low,
+            None,
+            (false, true, false, false),
+        ),
+        (
+            Category::Database,
+            Effect::Write,
+            Consequence::High,
+            None,
+            (false, true, false, false),
+        ),
+        (
+            Category::Database,
+            Effect::Write,
+            Consequence::Medium,
+            Some(true),
+            (false, false, true, false),
+        ),
+        (
+            Category::System,
+            Effect::SideEffect,
+            Consequence::Low,
+            None,
+            (false, false, false, true),
+        ),
+        (
+            Category::Network,
+            Effect::Read,
+            Consequence::Low,
+            None,
+            (true, false, true, true),
+        ),
+        (
+            Category::ExternalApi,
+            Effect::Read,
+            Consequence::Low,
+            Some(false),
+            (true, false, false, true),
+        ),
+        (
+            Category::Communication,
+            Effect::Write,
+            Consequence::Low,
+            None,
+            (false, false, false, true),
+        ),
+        (
+            Category::Knowledge,
+            Effect::Read,
+            Consequence::High,
+            None,
+            (true, false, true, false),
+        ),
+    ];
+    for (category, effect, consequence, idempotent, (ro, destructive, idem, open)) in cases {
+        let mut builder =
+            ToolBuilder::new("probe", "A test tool used to check the MCP annotations.")
+                .category(category)
+                .effect(effect)
+                .consequence(consequence)
+                .param(Parameter::new("x", ParamType::String).description("Anything"));
+        if let Some(yes) = idempotent {
+            builder = builder.idempotent(yes);
+        }
+        let spec = validate(builder.definition()).unwrap();
+        let (tool, _) = export_one(&spec, ExportFormat::Mcp, &PLAIN).unwrap();
+        let case = format!("{category:?}/{effect:?}/{consequence:?}");
+        assert_eq!(
+            tool["annotations"],
+            json!({"readOnlyHint": ro, "destructiveHint": destructive, "idempotentHint": idem, "openWorldHint": open}),
+            "{case}"
+        );
+        let meta = &tool["_meta"][GOVERNANCE_META_KEY];
+        assert_eq!(meta["effect"], json!(effect), "{case}");
+        assert_eq!(meta["definitionHash"], spec.definition_hash(), "{case}");
+    }
+}
+
+#[test]
+fn mcp_output_schema_only_when_it_is_an_object() {
+    let out = export(&common::fixtures(), ExportFormat::Mcp, &PLAIN).unwrap();
+    let listed = tools(&out, ExportFormat::Mcp);
+    let by_name = |n: &str| listed.iter().find(|t| t["name"] == n).unwrap().clone();
+    assert_eq!(
+        by_name("summarize_document")["outputSchema"]["type"],
+        "object"
+    );
+    assert_eq!(by_name("summarize_document")["title"], "Summarize document");
+    assert_eq!(
+        by_name("summarize_document")["annotations"]["title"],
+        "Summarize document"
+    );
+    assert!(by_name("list_inbox").get("outputSchema").is_none());
+    assert!(by_name("get_weather").get("outputSchema").is_none());
+    assert!(by_name("get_weather").get("title").is_none());
+    let note = out.notes.iter().find(|n| n.tool == "list_inbox").unwrap();
+    assert_eq!(note.path, "outputSchema");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole exports
+
+#[test]
+fn exports_are_deterministic_and_keep_the_given_order() {
+    let specs = common::fixtures();
+    let mut reversed = specs.clone();
+    reversed.reverse();
+    for format in ExportFormat::ALL {
+        let a = export(&specs, format, &PLAIN).unwrap();
+        let b = export(&specs, format, &PLAIN).unwrap();
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap(),
+            "{format}"
+        );
+        let names: Vec<Value> = tools(&export(&reversed, format, &PLAIN).unwrap(), format)
+            .iter()
+            .map(|t| {
+                t.pointer("/function/name")
+                    .or(t.get("name"))
+                    .unwrap()
+                    .clone()
+            })
+            .collect();
+        let want: Vec<Value> = reversed.iter().map(|s| json!(s.name().as_str())).collect();
+        assert_eq!(names, want, "{format}");
+    }
+}
+
+#[test]
+fn bad_requests_are_refused() {
+    let specs = common::fixtures();
+    for format in [
+        ExportFormat::Anthropic,
+        ExportFormat::Gemini,
+        ExportFormat::Mcp,
+    ] {
+        let err = export(&specs, format, &STRICT).unwrap_err();
+        assert_eq!(err, ExportError::StrictNotSupported(format));
+        assert_eq!(err.kind(), ExportErrorKind::BadRequest);
+    }
+    let twice = vec![specs[0].clone(), specs[0].clone()];
+    let err = export(&twice, ExportFormat::Mcp, &PLAIN).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Cannot export: tool get_weather is listed more than once, and tool names must be unique"
+    );
+    assert_eq!(err.kind(), ExportErrorKind::Conflict);
+}
+
+#[test]
+fn format_names_round_trip() {
+    for format in ExportFormat::ALL {
+        assert_eq!(format.to_string().parse::<ExportFormat>().unwrap(), format);
+        assert_eq!(
+            serde_json::to_value(format).unwrap(),
+            json!(format.as_str())
+        );
+    }
+    assert_eq!(
+        "OpenAI-Responses".parse::<ExportFormat>().unwrap(),
+        ExportFormat::OpenAiResponses
+    );
+    let err = "claude".parse::<ExportFormat>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Unknown export format \"claude\": use one of openai, openai-responses, anthropic, gemini, mcp"
+    );
+    assert!(
+        export(&[], ExportFormat::Gemini, &PLAIN).unwrap().document
+            == json!({"functionDeclarations": []})
+    );
+}
