@@ -1,2 +1,62 @@
-//! placeholder
-fn main() {}
+//! The `toolgate` binary: parses the command line, runs the command, maps outcomes to exit codes
+//! (0 success, 1 error result or invalid definition, 2 usage or configuration error).
+
+mod app;
+mod call;
+mod cli;
+mod config;
+mod tools;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::app::App;
+use crate::cli::{Cli, Command, ToolsCommand};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Command::Tools(ToolsCommand::Validate(args)) => tools::validate(&cli.global, args),
+        Command::Tools(ToolsCommand::List(args)) => tools::list(&App::new(&cli.global)?, args),
+        Command::Tools(ToolsCommand::Show(args)) => tools::show(&App::new(&cli.global)?, args),
+        Command::Tools(ToolsCommand::Export(args)) => tools::export(&App::new(&cli.global)?, args),
+        Command::Call(args) => call::run(&App::new(&cli.global)?, args).await,
+    }
+}
+
+/// Logs go to standard error, never standard output. `TOOLGATE_LOG` (or `RUST_LOG`) sets the filter.
+fn init_logging() {
+    let filter = std::env::var("TOOLGATE_LOG")
+        .ok()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .unwrap_or_else(|| "warn".to_owned());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

@@ -1,2 +1,190 @@
-//! placeholder
-fn main() {}
+//! Criterion benchmarks: definition validation, one no-op call through the whole pipeline, and
+//! registry lookup and filtered listing with 100,000 tools — each beside a baseline measured in
+//! the same run (`scripts/bench-table.py` prints medians and ratios).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+use toolgate_core::{
+    CallRequest, Category, Effect, ParamType, Parameter, Pipeline, Query, Registry, Tool,
+    ToolBuilder, ToolContext, ToolDefinition, ToolName, validate,
+};
+
+fn ten_parameter_definition() -> ToolDefinition {
+    let mut def = ToolDefinition::new(
+        "search_orders",
+        "Searches customer orders by status, date range and amount. Use to answer questions about past orders.",
+    );
+    def.category = Some(Category::Database);
+    def.required_permissions = vec!["tool.database.read".into()];
+    def.tags = vec!["orders".into(), "sales".into()];
+    def.version = Some("1.2.0".into());
+    def.parameters = vec![
+        Parameter::new("customer_id", ParamType::String).description("Customer id").required(),
+        Parameter::new("status", ParamType::String)
+            .description("Order status")
+            .one_of(vec![json!("open"), json!("shipped"), json!("cancelled")])
+            .default_value(json!("open")),
+        Parameter::new("from_date", ParamType::String).description("Earliest order date (YYYY-MM-DD)"),
+        Parameter::new("to_date", ParamType::String).description("Latest order date (YYYY-MM-DD)"),
+        Parameter::new("min_amount", ParamType::Number).description("Smallest amount"),
+        Parameter::new("max_amount", ParamType::Number).description("Largest amount"),
+        Parameter::new("limit", ParamType::Integer).description("Most orders to return").default_value(json!(20)),
+        Parameter::new("include_items", ParamType::Boolean).description("Include line items").default_value(json!(false)),
+        Parameter::new("sort", ParamType::Object)
+            .description("Sort order")
+            .schema(json!({"type": "object", "properties": {"field": {"type": "string"}, "descending": {"type": "boolean"}}, "additionalProperties": false})),
+        Parameter::new("sku_filter", ParamType::Array)
+            .description("Only orders containing these SKUs")
+            .schema(json!({"type": "array", "items": {"type": "string"}, "maxItems": 50})),
+    ];
+    def
+}
+
+fn bench_validation(c: &mut Criterion) {
+    let def = ten_parameter_definition();
+    let as_json = serde_json::to_value(&def).unwrap();
+    let mut g = c.benchmark_group("validate");
+    g.bench_function("baseline_deserialize_10_params", |b| {
+        b.iter(|| serde_json::from_value::<ToolDefinition>(black_box(as_json.clone())).unwrap())
+    });
+    g.bench_function("definition_10_params", |b| {
+        b.iter(|| validate(black_box(&def)).unwrap())
+    });
+    g.finish();
+}
+
+fn noop_tool() -> impl Tool {
+    ToolBuilder::new(
+        "noop",
+        "Does nothing and returns an empty object. Used to measure overhead.",
+    )
+    .param(Parameter::new("x", ParamType::Integer).description("Ignored"))
+    .handler(|_args, _ctx| async { Ok(json!({})) })
+}
+
+fn bench_pipeline(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let registry = Arc::new(Registry::new());
+    let tool: Arc<dyn Tool> = Arc::new(noop_tool());
+    registry.register(Arc::clone(&tool)).unwrap();
+    let pipeline = Pipeline::new(registry);
+    let args = json!({"x": 1});
+    let ctx = ToolContext::detached(
+        ToolName::parse("noop").unwrap(),
+        toolgate_core::Principal::local(),
+    );
+    let mut g = c.benchmark_group("pipeline");
+    g.bench_function("baseline_direct_handler_call", |b| {
+        b.iter(|| {
+            rt.block_on(tool.call(black_box(args.clone()), ctx.clone()))
+                .unwrap()
+        })
+    });
+    g.bench_function("noop_call_full_pipeline", |b| {
+        b.iter(|| {
+            let r = rt.block_on(pipeline.call(CallRequest::new("noop", black_box(args.clone()))));
+            assert!(r.is_ok());
+            r
+        })
+    });
+    g.finish();
+}
+
+const N: usize = 100_000;
+const CATEGORIES: [Category; 4] = [
+    Category::Database,
+    Category::Network,
+    Category::Knowledge,
+    Category::System,
+];
+
+fn big_registry() -> Registry {
+    let registry = Registry::new();
+    let defs: Vec<ToolDefinition> = (0..N)
+        .map(|i| {
+            let mut d = ToolDefinition::new(
+                format!("tool_{i:06}"),
+                format!("Synthetic tool number {i} for the registry benchmark; does nothing."),
+            );
+            d.category = Some(CATEGORIES[i % 4]);
+            d.effect = Some(if i % 10 == 0 {
+                Effect::Write
+            } else {
+                Effect::Read
+            });
+            d.tags = vec![format!("group_{}", i % 100)];
+            if i % 10 == 0 {
+                d.requires_confirmation = Some(false);
+            }
+            d
+        })
+        .collect();
+    registry.register_definitions(defs).unwrap();
+    registry
+}
+
+fn bench_registry(c: &mut Criterion) {
+    let registry = big_registry();
+    let names: Vec<String> = (0..1000)
+        .map(|i| format!("tool_{:06}", (i * 97) % N))
+        .collect();
+    let map: HashMap<String, Value> = (0..N).map(|i| (format!("tool_{i:06}"), json!(i))).collect();
+    let mut g = c.benchmark_group("registry_100k");
+    g.bench_function("baseline_hashmap_get", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % names.len();
+            black_box(map.get(&names[i]))
+        })
+    });
+    g.bench_function("lookup", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % names.len();
+            black_box(registry.get(&names[i]))
+        })
+    });
+    let category = Query {
+        category: Some(Category::Network),
+        ..Query::default()
+    };
+    g.bench_function("list_category_page50", |b| {
+        b.iter(|| registry.list(black_box(&category)).unwrap())
+    });
+    let filtered = Query {
+        category: Some(Category::Database),
+        effect: Some(Effect::Write),
+        tag: Some("group_40".into()),
+        ..Query::default()
+    };
+    g.bench_function("list_category_effect_tag_page50", |b| {
+        b.iter(|| registry.list(black_box(&filtered)).unwrap())
+    });
+    let rare_text = Query {
+        text: Some("number 99999 ".into()),
+        ..Query::default()
+    };
+    g.bench_function("list_text_full_scan", |b| {
+        b.iter(|| registry.list(black_box(&rare_text)).unwrap())
+    });
+    g.bench_function("baseline_hashmap_full_scan", |b| {
+        b.iter(|| map.values().filter(|v| v.as_u64() == Some(99_999)).count())
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
+    targets = bench_validation, bench_pipeline, bench_registry
+}
+criterion_main!(benches);

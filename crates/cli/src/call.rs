@@ -1,0 +1,117 @@
+//! `toolgate call`: one call through the pipeline, printed as the envelope or a readable form.
+
+use std::io::{IsTerminal, Read, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+use toolgate_core::{
+    ApprovalHandler, AutoDeny, CallRequest, CancellationToken, PreApproved, PromptApproval,
+    ToolResult,
+};
+
+use crate::app::App;
+use crate::cli::CallArgs;
+
+/// Runs the call; exit 0 for data, 1 for an error result.
+pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
+    let reads_stdin = args.args.trim() == "-";
+    let arguments = parse_arguments(&args.args)?;
+    let principal = app.config.principal(args.principal.as_deref())?;
+    let approval: Arc<dyn ApprovalHandler> = if args.yes {
+        Arc::new(PreApproved)
+    } else if !reads_stdin && std::io::stdin().is_terminal() {
+        Arc::new(PromptApproval::terminal())
+    } else {
+        Arc::new(AutoDeny::new(
+            "no terminal to ask on; re-run with --yes to approve this call",
+        ))
+    };
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("Cancelling…");
+            on_interrupt.cancel();
+        }
+    });
+    let request = CallRequest::new(args.name.clone(), arguments)
+        .principal(principal)
+        .cancel_token(cancel)
+        .approval(approval);
+    let result = app.pipeline().call(request).await;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?;
+    } else {
+        write!(out, "{}", readable(&result))?;
+    }
+    Ok(if result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `--args`: inline JSON, `@FILE`, or `-` for standard input. Must be a JSON object.
+pub fn parse_arguments(raw: &str) -> anyhow::Result<Value> {
+    let trimmed = raw.trim();
+    let (text, source) = if trimmed == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("Cannot read arguments from standard input")?;
+        (s, "standard input".to_owned())
+    } else if let Some(path) = trimmed.strip_prefix('@') {
+        let s = std::fs::read_to_string(path)
+            .with_context(|| format!("Cannot read arguments file {path}"))?;
+        (s, path.to_owned())
+    } else {
+        (raw.to_owned(), "--args".to_owned())
+    };
+    let value: Value = serde_json::from_str(&text).with_context(|| {
+        format!("Arguments from {source} are not valid JSON; pass an object like '{{\"path\": \"notes.txt\"}}'")
+    })?;
+    if !value.is_object() {
+        bail!("Arguments from {source} must be a JSON object, like '{{\"path\": \"notes.txt\"}}'");
+    }
+    Ok(value)
+}
+
+/// The readable form of a result.
+pub fn readable(result: &ToolResult) -> String {
+    let attempts = match result.attempts {
+        1 => "1 attempt".to_owned(),
+        n => format!("{n} attempts"),
+    };
+    let mut t = String::new();
+    match (result.data(), result.error()) {
+        (Some(data), _) => {
+            let cut = if result.truncated {
+                ", output truncated"
+            } else {
+                ""
+            };
+            t.push_str(&format!(
+                "{} ok ({attempts}, {:.1} ms{cut})\n",
+                result.tool, result.duration_ms
+            ));
+            let body = match data {
+                Value::String(s) => s.clone(),
+                other => serde_json::to_string_pretty(other).unwrap_or_default(),
+            };
+            t.push_str(&body);
+            t.push('\n');
+        }
+        (None, Some(error)) => {
+            let kind = result.error_kind().map(|k| k.as_str()).unwrap_or("error");
+            t.push_str(&format!(
+                "{} failed: {kind} ({attempts}, {:.1} ms)\n{error}\n",
+                result.tool, result.duration_ms
+            ));
+        }
+        (None, None) => {}
+    }
+    t
+}

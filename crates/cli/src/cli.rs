@@ -1,0 +1,169 @@
+//! Command-line grammar of the `toolgate` binary (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  success (a call returned data; every validated file is valid)
+  1  a call returned an error result, a definition is invalid, or a tool was not found
+  2  usage or configuration error (bad flags, unreadable file, malformed JSON)
+
+Examples:
+  toolgate call calculator --args '{\"expression\": \"2 * (3 + 4)\"}'
+  toolgate --root ./workspace call read_file --args '{\"path\": \"notes.txt\"}'
+  toolgate --tools-dir ./tools tools list --category external_api
+  toolgate tools validate tools/*.toml
+  toolgate tools export --format openai --strict
+
+Logs go to standard error; set TOOLGATE_LOG=debug (or RUST_LOG) for more.";
+
+/// toolgate — the governed tool layer for LLM agents.
+///
+/// Defines tools once, validates them, keeps them in a registry and runs every call through one
+/// pipeline: schemas, permissions, human approval, timeouts, cancellation, retries, output limits.
+#[derive(Debug, Parser)]
+#[command(name = "toolgate", version, after_help = AFTER_HELP, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Configuration file (TOML): principals and their grants, root, tools dir, rate limits.
+    #[arg(long, global = true, env = "TOOLGATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Directory the file tools are jailed to [default: the current directory].
+    #[arg(long, global = true, env = "TOOLGATE_ROOT", value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Load every *.toml, *.json, *.yaml definition in DIR (bad files are reported and skipped).
+    #[arg(long, global = true, env = "TOOLGATE_TOOLS_DIR", value_name = "DIR")]
+    pub tools_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List, show, validate and export tool definitions.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+
+    /// Call a tool through the full pipeline and print the result envelope.
+    ///
+    /// Tools that require confirmation ask on the terminal; with no terminal they are refused
+    /// unless --yes pre-approves the call. Ctrl-C cancels a running call.
+    Call(CallArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// List registered tools (built-ins and --tools-dir definitions).
+    List(ListArgs),
+    /// Show one tool's definition, governance fields, limits and input schema.
+    Show(ShowArgs),
+    /// Validate definition files; every problem is listed with its path. Exit 1 if any is invalid.
+    Validate(ValidateArgs),
+    /// Print the tools as an LLM provider's tool schema (JSON on stdout, notes on stderr).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Only tools of this functional category.
+    #[arg(long, value_name = "C", value_parser = parse_category)]
+    pub category: Option<toolgate_core::Category>,
+    /// Only tools with this effect.
+    #[arg(long, value_name = "E", value_parser = parse_effect)]
+    pub effect: Option<toolgate_core::Effect>,
+    /// Only tools with this consequence level.
+    #[arg(long, value_name = "L", value_parser = parse_consequence)]
+    pub consequence: Option<toolgate_core::Consequence>,
+    /// Only tools carrying this tag.
+    #[arg(long, value_name = "T")]
+    pub tag: Option<String>,
+    /// Case-insensitive text to find in the name or description.
+    #[arg(long, value_name = "TEXT")]
+    pub search: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Tool name.
+    pub name: String,
+    /// Print the definition as JSON (a valid definition file).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Definition files (.toml, .json, .yaml, .yml).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print a JSON report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExportFormatArg {
+    /// OpenAI Chat Completions `tools`.
+    Openai,
+    /// OpenAI Responses API `tools`.
+    OpenaiResponses,
+    /// Anthropic Messages `tools`.
+    Anthropic,
+    /// Gemini `functionDeclarations` (OpenAPI schema subset).
+    Gemini,
+    /// MCP `tools/list` result.
+    Mcp,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Target format.
+    #[arg(long, value_enum)]
+    pub format: ExportFormatArg,
+    /// OpenAI strict mode: every property required, optional ones nullable, no extra keys.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// Tool name.
+    pub name: String,
+    /// Arguments: a JSON object, @FILE to read it from a file, or - for standard input.
+    #[arg(long, short, value_name = "JSON|@FILE|-", default_value = "{}")]
+    pub args: String,
+    /// Pre-approve the call if the tool requires confirmation.
+    #[arg(long, short)]
+    pub yes: bool,
+    /// Call as this principal (defined under [principals.ID] in the config file).
+    #[arg(long, value_name = "ID")]
+    pub principal: Option<String>,
+    /// Print the full result envelope as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_category(s: &str) -> Result<toolgate_core::Category, String> {
+    s.parse()
+}
+
+fn parse_effect(s: &str) -> Result<toolgate_core::Effect, String> {
+    s.parse()
+}
+
+fn parse_consequence(s: &str) -> Result<toolgate_core::Consequence, String> {
+    s.parse()
+}

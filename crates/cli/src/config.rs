@@ -1,0 +1,84 @@
+//! The configuration file: principals and their grants, defaults for --root and --tools-dir,
+//! and an optional rate limit.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use toolgate_core::{Permission, Principal, PrincipalId, RateLimit};
+
+/// `toolgate.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Jail for the file tools (relative to the config file).
+    pub root: Option<PathBuf>,
+    /// Definition files to load (relative to the config file).
+    pub tools_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub principals: BTreeMap<String, PrincipalConfig>,
+    pub rate_limit: Option<RateLimitConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrincipalConfig {
+    /// Permissions granted, e.g. `tool.filesystem.read` or `tool.filesystem.*`.
+    #[serde(default)]
+    pub grants: Vec<Permission>,
+    /// If set, the only tools this principal may call.
+    pub tools: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    pub burst: u32,
+    pub per_second: f64,
+}
+
+impl From<&RateLimitConfig> for RateLimit {
+    fn from(c: &RateLimitConfig) -> Self {
+        RateLimit {
+            burst: c.burst,
+            per_second: c.per_second,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a config file; relative paths in it are taken relative to the file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("Cannot read config file {}", path.display()))?;
+        let mut config: Config = toml::from_str(&text)
+            .with_context(|| format!("Invalid config file {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.root = config.root.map(|p| base.join(p));
+        config.tools_dir = config.tools_dir.map(|p| base.join(p));
+        Ok(config)
+    }
+
+    /// The principal named `id`: `local` (every permission) unless the config defines it.
+    pub fn principal(&self, id: Option<&str>) -> anyhow::Result<Principal> {
+        let Some(id) = id else {
+            return Ok(Principal::local());
+        };
+        let pid = PrincipalId::parse(id).map_err(anyhow::Error::msg)?;
+        match self.principals.get(id) {
+            Some(p) => {
+                let mut principal = Principal::new(pid);
+                principal.grants = p.grants.clone();
+                if let Some(tools) = &p.tools {
+                    principal = principal.only_tools(tools.iter().cloned());
+                }
+                Ok(principal)
+            }
+            None if id == "local" => Ok(Principal::local()),
+            None => bail!(
+                "Unknown principal: {id} (define it under [principals.{id}] in the config file, with its grants)"
+            ),
+        }
+    }
+}

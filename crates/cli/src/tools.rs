@@ -1,0 +1,428 @@
+//! `toolgate tools list|show|validate|export`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use toolgate_core::{CoreError, Query, RegisteredTool, Registry, ToolDefinition, ToolSpec};
+use toolgate_export::{ExportFormat, ExportOptions};
+
+use crate::app::{self, App};
+use crate::cli::{ExportArgs, ExportFormatArg, GlobalArgs, ListArgs, ShowArgs, ValidateArgs};
+
+/// `tools list`.
+pub fn list(app: &App, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let mut query = Query {
+        category: args.category,
+        effect: args.effect,
+        consequence: args.consequence,
+        tag: args.tag.clone(),
+        text: args.search.clone(),
+        limit: toolgate_core::registry::MAX_PAGE,
+        cursor: None,
+    };
+    let mut tools = Vec::new();
+    loop {
+        let page = app.registry.list(&query)?;
+        tools.extend(page.items);
+        match page.next_cursor {
+            Some(c) => query.cursor = Some(c),
+            None => break,
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let items: Vec<Value> = tools.iter().map(summary).collect();
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({ "tools": items }))?
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if tools.is_empty() {
+        writeln!(out, "No tools match.")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    write!(out, "{}", table(&tools))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The table `tools list` prints.
+pub fn table(tools: &[RegisteredTool]) -> String {
+    let rows: Vec<[String; 6]> = tools
+        .iter()
+        .map(|t| {
+            let s = t.spec();
+            [
+                s.name().to_string(),
+                s.category().to_string(),
+                s.effect().to_string(),
+                s.consequence().to_string(),
+                if s.requires_confirmation() {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .to_owned(),
+                first_sentence(s.description(), 60),
+            ]
+        })
+        .collect();
+    let header = [
+        "NAME",
+        "CATEGORY",
+        "EFFECT",
+        "CONSEQUENCE",
+        "CONFIRM",
+        "DESCRIPTION",
+    ];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    for row in std::iter::once(header.map(str::to_owned)).chain(rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i == 5 {
+                    c.clone()
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+fn first_sentence(text: &str, max: usize) -> String {
+    let sentence = text
+        .split(". ")
+        .next()
+        .unwrap_or(text)
+        .trim_end_matches('.');
+    if sentence.chars().count() <= max {
+        sentence.to_owned()
+    } else {
+        let cut: String = sentence.chars().take(max - 1).collect();
+        format!("{}…", cut.trim_end())
+    }
+}
+
+fn summary(t: &RegisteredTool) -> Value {
+    let s = t.spec();
+    json!({
+        "name": s.name().as_str(),
+        "title": s.definition().title,
+        "description": s.description(),
+        "category": s.category(),
+        "effect": s.effect(),
+        "consequence": s.consequence(),
+        "requiresConfirmation": s.requires_confirmation(),
+        "tags": s.tags(),
+        "builtin": t.is_builtin(),
+        "implemented": t.handler().is_some(),
+        "definitionHash": s.definition_hash(),
+    })
+}
+
+/// `tools show`.
+pub fn show(app: &App, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let Some(tool) = app.registry.get(&args.name) else {
+        eprintln!(
+            "Tool not found: {} (run `toolgate tools list` to see the registered tools)",
+            args.name
+        );
+        return Ok(ExitCode::from(1));
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(tool.spec().definition())?
+        )?;
+    } else {
+        write!(out, "{}", describe_tool(&tool))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The readable form of `tools show`.
+pub fn describe_tool(tool: &RegisteredTool) -> String {
+    let s = tool.spec();
+    let d = s.definition();
+    let l = s.limits();
+    let mut t = String::new();
+    let title = d
+        .title
+        .as_deref()
+        .map(|x| format!(" — {x}"))
+        .unwrap_or_default();
+    t.push_str(&format!("{}{title}\n\n{}\n\n", s.name(), s.description()));
+    let kind = if tool.is_builtin() {
+        "built-in"
+    } else {
+        "custom"
+    };
+    let implemented = if tool.handler().is_some() {
+        "yes"
+    } else {
+        "no (definition only)"
+    };
+    let rows = [
+        ("kind", kind.to_owned()),
+        ("implemented", implemented.to_owned()),
+        ("category", s.category().to_string()),
+        ("effect", s.effect().to_string()),
+        ("consequence", s.consequence().to_string()),
+        ("requires confirmation", yes_no(s.requires_confirmation())),
+        ("idempotent", yes_no(s.idempotent())),
+        (
+            "permissions",
+            join_or_none(s.required_permissions().iter().map(|p| p.as_str())),
+        ),
+        ("tags", join_or_none(s.tags().iter().map(String::as_str))),
+        ("version", d.version.clone().unwrap_or_else(|| "-".into())),
+        (
+            "depends on",
+            join_or_none(d.depends_on.iter().map(String::as_str)),
+        ),
+        ("timeout", format!("{} ms", l.timeout.as_millis())),
+        ("max output", format!("{} bytes", l.max_output_bytes)),
+        (
+            "retries",
+            if l.retryable && s.idempotent() {
+                format!("up to {} attempts", l.max_attempts)
+            } else {
+                "none".into()
+            },
+        ),
+        ("isolation", l.isolation.to_string()),
+        ("definition hash", s.definition_hash().to_owned()),
+    ];
+    for (k, v) in rows {
+        t.push_str(&format!("  {:<24}{v}\n", format!("{k}:")));
+    }
+    t.push_str("\nParameters:\n");
+    let props = s
+        .input_schema()
+        .get("properties")
+        .and_then(Value::as_object);
+    let required: Vec<&str> = s
+        .input_schema()
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    match props {
+        Some(props) if !props.is_empty() => {
+            for (name, prop) in props {
+                let ty = prop
+                    .get("type")
+                    .map(|t| match t {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_else(|| "any".into());
+                let req = if required.contains(&name.as_str()) {
+                    ", required"
+                } else {
+                    ""
+                };
+                let default = prop
+                    .get("default")
+                    .map(|d| format!(", default {d}"))
+                    .unwrap_or_default();
+                let values = prop
+                    .get("enum")
+                    .map(|e| format!(", one of {e}"))
+                    .unwrap_or_default();
+                let desc = prop
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                t.push_str(&format!("  {name} ({ty}{req}{default}{values})"));
+                if !desc.is_empty() {
+                    t.push_str(&format!(": {desc}"));
+                }
+                t.push('\n');
+            }
+        }
+        _ => t.push_str("  (none)\n"),
+    }
+    t
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_owned()
+}
+
+fn join_or_none<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = items.collect();
+    if v.is_empty() {
+        "-".to_owned()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// `tools validate`.
+pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<ExitCode> {
+    let parsed: Vec<(std::path::PathBuf, Result<ToolDefinition, CoreError>)> = args
+        .files
+        .iter()
+        .map(|p| (p.clone(), ToolDefinition::load(p)))
+        .collect();
+    let names: Vec<String> = parsed
+        .iter()
+        .filter_map(|(_, d)| d.as_ref().ok().map(|d| d.name.clone()))
+        .collect();
+    // Validate against the built-ins and the tools dir (minus the files' own names), so that
+    // built-in names are refused and depends_on resolves as it would on `tools add`.
+    let app = App::with_excluded(global, &names)?;
+    let mut results = app::register_in_order(&app.registry, parsed);
+    let order: Vec<&std::path::PathBuf> = args.files.iter().collect();
+    results.sort_by_key(|l| {
+        order
+            .iter()
+            .position(|p| **p == l.path)
+            .unwrap_or(usize::MAX)
+    });
+    let all_valid = results.iter().all(|l| l.outcome.is_ok());
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let report: Vec<Value> = results.iter().map(file_report).collect();
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({ "valid": all_valid, "files": report }))?
+        )?;
+    } else {
+        for l in &results {
+            write!(out, "{}", file_text(l))?;
+        }
+        let bad = results.iter().filter(|l| l.outcome.is_err()).count();
+        writeln!(
+            out,
+            "{} of {} file(s) valid",
+            results.len() - bad,
+            results.len()
+        )?;
+    }
+    Ok(if all_valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn file_report(l: &app::Loaded) -> Value {
+    match &l.outcome {
+        Ok(spec) => {
+            json!({"file": l.path.display().to_string(), "name": spec.name().as_str(), "valid": true, "errors": [], "warnings": spec.warnings()})
+        }
+        Err(e) => match e.report() {
+            Some(r) => {
+                json!({"file": l.path.display().to_string(), "valid": false, "errors": r.errors, "warnings": r.warnings})
+            }
+            None => {
+                json!({"file": l.path.display().to_string(), "valid": false, "errors": [{"path": "", "code": code_of(e), "message": message_of(e)}], "warnings": []})
+            }
+        },
+    }
+}
+
+fn code_of(e: &CoreError) -> &'static str {
+    match e.kind() {
+        toolgate_core::CoreErrorKind::Parse => "file.parse",
+        toolgate_core::CoreErrorKind::Io => "file.io",
+        toolgate_core::CoreErrorKind::Conflict => "name.duplicate",
+        toolgate_core::CoreErrorKind::Forbidden => "name.builtin",
+        _ => "definition.invalid",
+    }
+}
+
+fn message_of(e: &CoreError) -> String {
+    match e {
+        CoreError::InFile { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn file_text(l: &app::Loaded) -> String {
+    let path = l.path.display();
+    let mut t = String::new();
+    match &l.outcome {
+        Ok(spec) => {
+            t.push_str(&format!("ok       {path} ({})\n", spec.name()));
+            for w in spec.warnings() {
+                t.push_str(&format!("  warning  {w}\n"));
+            }
+        }
+        Err(e) => {
+            t.push_str(&format!("invalid  {path}\n"));
+            match e.report() {
+                Some(r) => {
+                    for i in &r.errors {
+                        t.push_str(&format!("  error    {i}\n"));
+                    }
+                    for w in &r.warnings {
+                        t.push_str(&format!("  warning  {w}\n"));
+                    }
+                }
+                None => t.push_str(&format!("  error    {}\n", message_of(e))),
+            }
+        }
+    }
+    t
+}
+
+/// `tools export`.
+pub fn export(app: &App, args: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let specs = all_specs(&app.registry);
+    let format = match args.format {
+        ExportFormatArg::Openai => ExportFormat::OpenAi,
+        ExportFormatArg::OpenaiResponses => ExportFormat::OpenAiResponses,
+        ExportFormatArg::Anthropic => ExportFormat::Anthropic,
+        ExportFormatArg::Gemini => ExportFormat::Gemini,
+        ExportFormatArg::Mcp => ExportFormat::Mcp,
+    };
+    let options = ExportOptions {
+        strict: args.strict,
+    };
+    let exported = match toolgate_export::export(&specs, format, &options) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    for note in &exported.notes {
+        eprintln!("note: {note}");
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(&exported.document).context("Cannot print export")?
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn all_specs(registry: &Registry) -> Vec<ToolSpec> {
+    registry
+        .snapshot()
+        .iter()
+        .map(|t| t.spec().clone())
+        .collect()
+}

@@ -1,0 +1,723 @@
+//! End-to-end tests of the `toolgate` binary: every command, exit codes, output snapshots.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+/// A scratch directory used as the working directory and file-tool root.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.run_with_stdin(args, None)
+    }
+
+    fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .current_dir(self.path())
+            .env_remove("TOOLGATE_CONFIG")
+            .env_remove("TOOLGATE_ROOT")
+            .env_remove("TOOLGATE_TOOLS_DIR")
+            .env_remove("TOOLGATE_LOG")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            let mut input = child.stdin.take().unwrap();
+            if let Some(text) = stdin {
+                input.write_all(text.as_bytes()).unwrap();
+            }
+        }
+        Run(child.wait_with_output().unwrap())
+    }
+}
+
+struct Run(Output);
+
+impl Run {
+    fn code(&self) -> i32 {
+        self.0.status.code().unwrap()
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8(self.0.stdout.clone()).unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8(self.0.stderr.clone()).unwrap()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.0.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {}\nstderr: {}",
+                self.stdout(),
+                self.stderr()
+            )
+        })
+    }
+
+    #[track_caller]
+    fn expect(self, code: i32) -> Self {
+        assert_eq!(
+            self.code(),
+            code,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+}
+
+/// Replaces the volatile parts of output (ids, times, durations) for snapshots.
+macro_rules! stable {
+    ($($body:tt)*) => {
+        insta::with_settings!({filters => vec![
+            (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "[CALL_ID]"),
+            (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", "[TIME]"),
+            (r#""durationMs": [0-9.e-]+"#, r#""durationMs": "[MS]""#),
+            (r"\d+\.\d ms\)", "[MS])"),
+            (r"[0-9a-f]{64}", "[HASH]"),
+        ]}, { $($body)* });
+    };
+}
+
+// ---------------------------------------------------------------- call
+
+#[test]
+fn call_calculator_prints_readable_result_and_exits_0() {
+    let sb = Sandbox::new();
+    let run = sb
+        .run(&[
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "2 * (3 + 4) ^ 2"}"#,
+        ])
+        .expect(0);
+    stable!(insta::assert_snapshot!(run.stdout()));
+}
+
+#[test]
+fn call_json_prints_the_envelope() {
+    let sb = Sandbox::new();
+    let run = sb
+        .run(&[
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "1/4"}"#,
+            "--json",
+        ])
+        .expect(0);
+    let env = run.json();
+    assert_eq!(env["data"], json!({"result": 0.25}));
+    assert_eq!(env["tool"], "calculator");
+    assert_eq!(env["attempts"], 1);
+    assert!(env.get("error").is_none());
+    stable!(insta::assert_json_snapshot!(env));
+}
+
+#[test]
+fn global_options_are_accepted_after_the_subcommand() {
+    let sb = Sandbox::new();
+    sb.write("inner/a.txt", "A");
+    let run = sb
+        .run(&[
+            "call",
+            "read_file",
+            "--args",
+            r#"{"path": "a.txt"}"#,
+            "--root",
+            "inner",
+            "--json",
+        ])
+        .expect(0);
+    assert_eq!(run.json()["data"]["content"], "A");
+}
+
+#[test]
+fn error_results_exit_1_with_their_kind() {
+    let sb = Sandbox::new();
+    let cases: &[(&[&str], &str, &str)] = &[
+        (
+            &["call", "no_such_tool"],
+            "not_found",
+            "Tool not found: no_such_tool",
+        ),
+        (
+            &["call", "calculator", "--args", r#"{"expression": 5}"#],
+            "validation",
+            "/expression",
+        ),
+        (
+            &["call", "calculator", "--args", r#"{"expression": "1/0"}"#],
+            "execution",
+            "Division by zero",
+        ),
+        (
+            &["call", "calculator", "--args", r#"{"expression": "(1"}"#],
+            "validation",
+            "missing ')'",
+        ),
+        (
+            &["call", "read_file", "--args", r#"{"path": "missing.txt"}"#],
+            "execution",
+            "File not found: missing.txt",
+        ),
+    ];
+    for (args, kind, message) in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.push("--json");
+        let run = sb.run(&all).expect(1);
+        let env = run.json();
+        assert_eq!(env["errorKind"], *kind, "{args:?}");
+        assert!(
+            env["error"].as_str().unwrap().contains(message),
+            "{args:?}: {}",
+            env["error"]
+        );
+        assert!(env.get("data").is_none());
+    }
+}
+
+#[test]
+fn calculator_calculator_validation_lists_every_violation() {
+    let sb = Sandbox::new();
+    let run = sb
+        .run(&[
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": 5, "extra": true}"#,
+        ])
+        .expect(1);
+    stable!(insta::assert_snapshot!(run.stdout()));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let sb = Sandbox::new();
+    for args in [
+        vec!["call", "calculator", "--args", "{not json"],
+        vec!["call", "calculator", "--args", "[1, 2]"],
+        vec!["call", "calculator", "--args", "@does-not-exist.json"],
+        vec!["call"],
+        vec!["frobnicate"],
+        vec!["tools", "list", "--category", "nonsense"],
+    ] {
+        let run = sb.run(&args).expect(2);
+        assert!(!run.stderr().is_empty(), "{args:?} printed no error");
+        assert!(
+            run.stdout().is_empty(),
+            "{args:?} printed to stdout: {}",
+            run.stdout()
+        );
+    }
+}
+
+#[test]
+fn arguments_from_a_file_and_from_stdin() {
+    let sb = Sandbox::new();
+    sb.write("args.json", r#"{"expression": "3*3"}"#);
+    let run = sb
+        .run(&["call", "calculator", "--args", "@args.json", "--json"])
+        .expect(0);
+    assert_eq!(run.json()["data"]["result"], 9);
+    let run = sb
+        .run_with_stdin(
+            &["call", "calculator", "--args", "-", "--json"],
+            Some(r#"{"expression": "2^10"}"#),
+        )
+        .expect(0);
+    assert_eq!(run.json()["data"]["result"], 1024);
+}
+
+#[test]
+fn confirmation_required_without_terminal_and_yes_approves() {
+    let sb = Sandbox::new();
+    let args = r#"{"path": "out.txt", "content": "hi"}"#;
+    let run = sb
+        .run(&["call", "write_file", "--args", args, "--json"])
+        .expect(1);
+    let env = run.json();
+    assert_eq!(env["errorKind"], "confirmation_required");
+    assert!(env["error"].as_str().unwrap().contains("--yes"));
+    assert!(
+        !sb.path().join("out.txt").exists(),
+        "refused call must not write"
+    );
+
+    let run = sb
+        .run(&["call", "write_file", "--args", args, "--yes", "--json"])
+        .expect(0);
+    assert_eq!(run.json()["data"]["bytesWritten"], 2);
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("out.txt")).unwrap(),
+        "hi"
+    );
+}
+
+#[test]
+fn terminal_prompt_answers_yes_and_no() {
+    // `script` gives the binary a real terminal on stdin, as a person would have.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipping: util-linux `script` is not installed");
+        return;
+    }
+    let sb = Sandbox::new();
+    for (answer, should_write) in [("y", true), ("n", false)] {
+        let file = format!("prompt_{answer}.txt");
+        let cmd =
+            format!("{BIN} call write_file --args '{{\"path\": \"{file}\", \"content\": \"x\"}}'");
+        let out = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .current_dir(sb.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                // Give the prompt time to appear, then answer.
+                std::thread::sleep(std::time::Duration::from_millis(800));
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(format!("{answer}\n").as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Run it? [y/N]"), "no prompt shown: {text}");
+        assert_eq!(
+            sb.path().join(&file).exists(),
+            should_write,
+            "{answer}: {text}"
+        );
+        if !should_write {
+            assert!(text.contains("rejected"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn file_jail_refuses_escapes() {
+    let sb = Sandbox::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    std::fs::create_dir(sb.path().join("root")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        sb.path().join("root/link.txt"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), sb.path().join("root/linkdir")).unwrap();
+    let abs = outside.path().join("secret.txt").display().to_string();
+    for path in [
+        "../x.txt",
+        "a/../../x.txt",
+        abs.as_str(),
+        "link.txt",
+        "linkdir/secret.txt",
+    ] {
+        let args = json!({"path": path}).to_string();
+        let run = sb
+            .run(&[
+                "--root",
+                "root",
+                "call",
+                "read_file",
+                "--args",
+                &args,
+                "--json",
+            ])
+            .expect(1);
+        let env = run.json();
+        assert_eq!(env["errorKind"], "authorization", "{path}");
+        assert_eq!(env["error"], format!("Permission denied: {path}"));
+    }
+}
+
+#[test]
+fn principals_from_config_are_authorized() {
+    let sb = Sandbox::new();
+    sb.write(
+        "toolgate.toml",
+        r#"
+[principals.agent]
+grants = ["tool.filesystem.read"]
+tools = ["read_file", "write_file", "list_directory"]
+"#,
+    );
+    sb.write("a.txt", "A");
+    let cfg = ["--config", "toolgate.toml"];
+    let read = [
+        &cfg[..],
+        &[
+            "call",
+            "read_file",
+            "--principal",
+            "agent",
+            "--args",
+            r#"{"path": "a.txt"}"#,
+            "--json",
+        ],
+    ]
+    .concat();
+    sb.run(&read).expect(0);
+
+    let write = [
+        &cfg[..],
+        &[
+            "call",
+            "write_file",
+            "--principal",
+            "agent",
+            "--yes",
+            "--args",
+            r#"{"path": "b.txt", "content": "B"}"#,
+            "--json",
+        ],
+    ]
+    .concat();
+    let env = sb.run(&write).expect(1).json();
+    assert_eq!(env["errorKind"], "authorization");
+    assert!(
+        env["error"]
+            .as_str()
+            .unwrap()
+            .contains("tool.filesystem.write")
+    );
+
+    let calc = [
+        &cfg[..],
+        &[
+            "call",
+            "calculator",
+            "--principal",
+            "agent",
+            "--args",
+            r#"{"expression": "1"}"#,
+            "--json",
+        ],
+    ]
+    .concat();
+    let env = sb.run(&calc).expect(1).json();
+    assert_eq!(env["errorKind"], "authorization");
+
+    let unknown = [&cfg[..], &["call", "calculator", "--principal", "mallory"]].concat();
+    let run = sb.run(&unknown).expect(2);
+    assert!(run.stderr().contains("Unknown principal: mallory"));
+}
+
+#[test]
+fn logs_go_to_stderr_never_stdout() {
+    let sb = Sandbox::new();
+    let out = Command::new(BIN)
+        .args([
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "1"}"#,
+            "--json",
+        ])
+        .current_dir(sb.path())
+        .env("TOOLGATE_LOG", "trace")
+        .output()
+        .unwrap();
+    let env: Value =
+        serde_json::from_slice(&out.stdout).expect("stdout must be only the JSON envelope");
+    assert_eq!(env["data"]["result"], 1);
+    assert!(
+        !out.stderr.is_empty(),
+        "trace logging should have written to stderr"
+    );
+}
+
+// ---------------------------------------------------------------- tools list / show
+
+#[test]
+fn tools_list_table() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["tools", "list"]).expect(0);
+    insta::assert_snapshot!(run.stdout());
+}
+
+#[test]
+fn tools_list_filters() {
+    let sb = Sandbox::new();
+    sb.write(
+        "tools/get_weather.toml",
+        include_str!("fixtures/get_weather.toml"),
+    );
+    let names = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["--tools-dir", "tools", "tools", "list", "--json"];
+        all.extend_from_slice(args);
+        sb.run(&all).expect(0).json()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(&[]).len(), 6);
+    assert_eq!(names(&["--category", "external_api"]), ["get_weather"]);
+    assert_eq!(names(&["--effect", "delete"]), ["delete_file"]);
+    assert_eq!(names(&["--consequence", "medium"]), ["write_file"]);
+    assert_eq!(names(&["--tag", "weather"]), ["get_weather"]);
+    assert_eq!(names(&["--search", "ARITHMETIC"]), ["calculator"]);
+    assert_eq!(
+        names(&["--category", "filesystem", "--effect", "read"]),
+        ["list_directory", "read_file"]
+    );
+    assert!(names(&["--search", "no tool says this"]).is_empty());
+}
+
+#[test]
+fn tools_show_readable_and_json() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["tools", "show", "write_file"]).expect(0);
+    stable!(insta::assert_snapshot!(run.stdout()));
+    let run = sb.run(&["tools", "show", "calculator", "--json"]).expect(0);
+    let def = run.json();
+    assert_eq!(def["name"], "calculator");
+    // The JSON form is itself a definition file: it validates (as a built-in name it is refused,
+    // which proves the file was understood).
+    let file = sb.write("calc.json", &run.stdout());
+    let run = sb
+        .run(&["tools", "validate", file.to_str().unwrap(), "--json"])
+        .expect(1);
+    assert_eq!(run.json()["files"][0]["errors"][0]["code"], "name.builtin");
+    sb.run(&["tools", "show", "nope"]).expect(1);
+}
+
+// ---------------------------------------------------------------- tools validate
+
+#[test]
+fn tools_validate_valid_file_exits_0_with_warnings_allowed() {
+    let sb = Sandbox::new();
+    let file = sb.write(
+        "tools/get_weather.toml",
+        include_str!("fixtures/get_weather.toml"),
+    );
+    let short = sb.write(
+        "tools/short.yaml",
+        "name: short_desc\ndescription: Does a thing\n",
+    );
+    let run = sb
+        .run(&[
+            "tools",
+            "validate",
+            file.to_str().unwrap(),
+            short.to_str().unwrap(),
+        ])
+        .expect(0);
+    let text = run
+        .stdout()
+        .replace(&sb.path().display().to_string(), "[DIR]");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn tools_validate_invalid_file_lists_every_problem() {
+    let sb = Sandbox::new();
+    let file = sb.write("bad.toml", include_str!("fixtures/bad.toml"));
+    let run = sb
+        .run(&["tools", "validate", file.to_str().unwrap()])
+        .expect(1);
+    let text = run
+        .stdout()
+        .replace(&sb.path().display().to_string(), "[DIR]");
+    insta::assert_snapshot!(text);
+    let run = sb
+        .run(&["tools", "validate", file.to_str().unwrap(), "--json"])
+        .expect(1);
+    let report = run.json();
+    assert_eq!(report["valid"], false);
+    let codes: Vec<&str> = report["files"][0]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_str().unwrap())
+        .collect();
+    for code in [
+        "name.format",
+        "description.empty",
+        "parameter.required_default",
+        "parameter.enum_type",
+        "constraints.timeout_range",
+    ] {
+        assert!(codes.contains(&code), "missing {code} in {codes:?}");
+    }
+}
+
+#[test]
+fn tools_validate_parse_errors_and_dependencies_between_files() {
+    let sb = Sandbox::new();
+    let broken = sb.write("broken.json", r#"{"name": "x", "descripton": "typo"}"#);
+    let run = sb
+        .run(&["tools", "validate", broken.to_str().unwrap()])
+        .expect(1);
+    assert!(run.stdout().contains("descripton"), "{}", run.stdout());
+
+    let a = sb.write("a.toml", "name = \"tool_a\"\ndescription = \"Calls tool_b to do its work, then reports.\"\ndepends_on = [\"tool_b\"]\n");
+    let b = sb.write(
+        "b.toml",
+        "name = \"tool_b\"\ndescription = \"Does the work that tool_a reports on.\"\n",
+    );
+    sb.run(&[
+        "tools",
+        "validate",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ])
+    .expect(0);
+    let run = sb
+        .run(&["tools", "validate", a.to_str().unwrap()])
+        .expect(1);
+    assert!(
+        run.stdout().contains("depends_on.unknown"),
+        "{}",
+        run.stdout()
+    );
+    let run = sb
+        .run(&[
+            "tools",
+            "validate",
+            sb.path().join("missing.toml").to_str().unwrap(),
+        ])
+        .expect(1);
+    assert!(run.stdout().contains("Cannot read"), "{}", run.stdout());
+}
+
+#[test]
+fn tools_dir_reports_bad_files_and_loads_the_rest() {
+    let sb = Sandbox::new();
+    sb.write(
+        "tools/get_weather.toml",
+        include_str!("fixtures/get_weather.toml"),
+    );
+    sb.write("tools/bad.toml", include_str!("fixtures/bad.toml"));
+    sb.write("tools/notes.txt", "not a definition");
+    let run = sb
+        .run(&["--tools-dir", "tools", "tools", "list", "--json"])
+        .expect(0);
+    let listed = run.json();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.len(),
+        6,
+        "the five built-ins and get_weather: {names:?}"
+    );
+    assert!(names.contains(&"get_weather"));
+    assert!(run.stderr().contains("bad.toml"), "{}", run.stderr());
+    assert!(run.stderr().contains("name.format"), "{}", run.stderr());
+    // A definition without an implementation is listed but calling it is an error result.
+    let env = sb
+        .run(&[
+            "--tools-dir",
+            "tools",
+            "call",
+            "get_weather",
+            "--args",
+            r#"{"city": "Oslo"}"#,
+            "--json",
+        ])
+        .expect(1)
+        .json();
+    assert_eq!(env["errorKind"], "unavailable");
+    assert_eq!(env["input"], json!({"city": "Oslo", "units": "metric"}));
+}
+
+// ---------------------------------------------------------------- export
+
+#[test]
+fn tools_export_every_format() {
+    let sb = Sandbox::new();
+    sb.write(
+        "tools/get_weather.toml",
+        include_str!("fixtures/get_weather.toml"),
+    );
+    for format in ["openai", "openai-responses", "anthropic", "gemini", "mcp"] {
+        let run = sb
+            .run(&[
+                "--tools-dir",
+                "tools",
+                "tools",
+                "export",
+                "--format",
+                format,
+            ])
+            .expect(0);
+        let doc = run.json();
+        let text = doc.to_string();
+        assert!(
+            text.contains("get_weather") && text.contains("read_file"),
+            "{format}: {text}"
+        );
+        stable!(insta::assert_json_snapshot!(
+            format!("export_{format}"),
+            doc
+        ));
+    }
+    let run = sb
+        .run(&[
+            "--tools-dir",
+            "tools",
+            "tools",
+            "export",
+            "--format",
+            "openai",
+            "--strict",
+        ])
+        .expect(0);
+    stable!(insta::assert_json_snapshot!(
+        "export_openai_strict",
+        run.json()
+    ));
+}
+
+#[test]
+fn help_teaches() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["--help"]).expect(0);
+    insta::assert_snapshot!(run.stdout());
+    let run = sb.run(&["call", "--help"]).expect(0);
+    insta::assert_snapshot!(run.stdout());
+}

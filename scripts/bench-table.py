@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Prints criterion results as a table of medians, each with its ratio to the baseline of its group.
+
+Run `cargo bench -p toolgate-core --bench core` first; this reads target/criterion/*/*/new/estimates.json.
+"""
+import json
+import pathlib
+import sys
+
+root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/criterion")
+groups = {}
+for est in sorted(root.glob("*/*/new/estimates.json")):
+    group, bench = est.parts[-4], est.parts[-3]
+    median_ns = json.loads(est.read_text())["median"]["point_estimate"]
+    groups.setdefault(group, {})[bench] = median_ns
+
+
+def fmt(ns):
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.2f} µs"
+    return f"{ns:.0f} ns"
+
+
+print(f"| {'group':<16} | {'benchmark':<34} | {'median':>10} | {'vs baseline':>12} |")
+print(f"|{'-' * 18}|{'-' * 36}|{'-' * 12}|{'-' * 14}|")
+for group, benches in groups.items():
+    baselines = {k: v for k, v in benches.items() if k.startswith("baseline")}
+    for bench, ns in benches.items():
+        ratio = ""
+        if not bench.startswith("baseline") and baselines:
+            # the baseline whose name shares the most words with the benchmark
+            words = set(bench.split("_"))
+            base = max(baselines, key=lambda b: len(words & set(b.split("_"))))
+            ratio = f"{ns / baselines[base]:.1f}x"
+        print(f"| {group:<16} | {bench:<34} | {fmt(ns):>10} | {ratio:>12} |")

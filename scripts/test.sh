@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs everything CI runs: formatting, lints, the whole test suite (unit, integration, CLI end to
+# end, doc tests) and the examples. Idempotent; installs what the tests need if it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+export INSTA_UPDATE="${INSTA_UPDATE:-no}"   # snapshots are checked, never rewritten, here
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+  step "installing cargo-nextest"
+  cargo install --locked cargo-nextest
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "tests (cargo nextest)"
+cargo nextest run --workspace --no-fail-fast
+
+step "doc tests"
+cargo test --workspace --doc --quiet
+
+step "example: three ways to define a tool"
+cargo run --quiet -p toolgate-examples --example three_ways >/dev/null
+
+step "benchmarks compile and run once (cargo bench -- --test)"
+cargo bench --quiet -p toolgate-core --bench core -- --test >/dev/null
+
+echo
+echo "All checks passed."
