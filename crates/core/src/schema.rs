@@ -70,6 +70,33 @@ pub fn apply_defaults(schema: &Value, args: &mut Value) {
     }
 }
 
+/// Removes top-level `null` arguments for optional properties whose schema does not accept null:
+/// OpenAI strict mode makes every property required and nullable, so models send `null` for
+/// what they leave out. Such a `null` means "absent" (and the default then applies).
+pub fn drop_null_optionals(schema: &Value, args: &mut Value) {
+    let (Some(props), Value::Object(obj)) =
+        (schema.get("properties").and_then(Value::as_object), args)
+    else {
+        return;
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    obj.retain(|name, value| {
+        if !value.is_null() || required.contains(&name.as_str()) {
+            return true;
+        }
+        let refuses_null = match props.get(name).and_then(|p| p.get("type")) {
+            Some(Value::String(t)) => t != "null",
+            Some(Value::Array(types)) => !types.iter().any(|t| t == "null"),
+            _ => false,
+        };
+        !refuses_null
+    });
+}
+
 /// Names of top-level properties marked sensitive in a definition (typed parameters only, or
 /// `"x-sensitive": true` / `"writeOnly": true` in a raw schema).
 pub fn sensitive_properties(def: &ToolDefinition, schema: &Value) -> Vec<String> {

@@ -131,20 +131,9 @@ impl Stage for ValidateInput {
         if call.input.is_null() {
             call.input = Value::Object(Default::default());
         }
+        schema::drop_null_optionals(spec.input_schema(), &mut call.input);
         schema::apply_defaults(spec.input_schema(), &mut call.input);
-        let problems: Vec<String> = spec
-            .input_validator()
-            .iter_errors(&call.input)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let at = if path.is_empty() {
-                    "(root)".to_owned()
-                } else {
-                    path
-                };
-                format!("{at}: {}", e.masked())
-            })
-            .collect();
+        let problems = violations(spec.input_validator(), &call.input);
         if problems.is_empty() {
             return next.run(call);
         }
@@ -155,6 +144,22 @@ impl Stage for ValidateInput {
         );
         Box::pin(async move { Err(ToolError::validation(msg)) })
     }
+}
+
+/// Every way `value` breaks the schema, each as `path: problem` (`(root)` for the top level).
+fn violations(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let at = if path.is_empty() {
+                "(root)"
+            } else {
+                path.as_str()
+            };
+            format!("{at}: {}", e.masked())
+        })
+        .collect()
 }
 
 /// Asks for an explicit yes before running tools that require confirmation.
@@ -225,18 +230,7 @@ impl Stage for OutputChecks {
                 return Ok(data);
             };
             if let Some(validator) = spec.output_validator() {
-                let problems: Vec<String> = validator
-                    .iter_errors(&data)
-                    .map(|e| {
-                        let path = e.instance_path().to_string();
-                        let at = if path.is_empty() {
-                            "(root)".to_owned()
-                        } else {
-                            path
-                        };
-                        format!("{at}: {}", e.masked())
-                    })
-                    .collect();
+                let problems = violations(validator, &data);
                 if !problems.is_empty() {
                     return Err(ToolError::new(
                         ErrorKind::OutputInvalid,
