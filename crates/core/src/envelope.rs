@@ -118,7 +118,7 @@ pub struct ToolResult {
     pub call_id: CallId,
     /// When the attempt was made (UTC; serialized with milliseconds).
     pub fetched_at: DateTime<Utc>,
-    /// The arguments after defaults were applied (sensitive values included; redact for display).
+    /// The arguments after defaults were applied, with sensitive values redacted by the pipeline.
     pub input: Value,
     pub outcome: Outcome,
     pub attempts: u32,

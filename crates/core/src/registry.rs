@@ -103,10 +103,10 @@ impl Snapshot {
             let i = starts
                 .partition_point(|(start, _)| *start <= at)
                 .saturating_sub(1);
-            if let Some((_, name)) = starts.get(i) {
-                if names.last() != Some(name) {
-                    names.push(name.clone());
-                }
+            if let Some((_, name)) = starts.get(i)
+                && names.last() != Some(name)
+            {
+                names.push(name.clone());
             }
         }
         names
@@ -178,10 +178,10 @@ impl Snapshot {
                     if after.as_ref().is_some_and(|a| &name <= a) {
                         continue;
                     }
-                    if let Some(tool) = self.tools.get(&name) {
-                        if !take(tool) {
-                            break;
-                        }
+                    if let Some(tool) = self.tools.get(&name)
+                        && !take(tool)
+                    {
+                        break;
                     }
                 }
             }

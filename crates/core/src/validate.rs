@@ -234,6 +234,15 @@ fn suggest_snake(name: &str) -> String {
 }
 
 fn check_description(def: &ToolDefinition, r: &mut ValidationReport) {
+    if let Some(title) = &def.title
+        && (title.trim().is_empty() || title.chars().count() > 128)
+    {
+        r.error(
+            "title",
+            "title.length",
+            "Title must be 1-128 characters (or leave it out)",
+        );
+    }
     let d = def.description.trim();
     if d.is_empty() {
         r.error("description", "description.empty", "Description is empty: say what the tool does and when to use it (it is how a model picks the tool)");
@@ -251,15 +260,6 @@ fn check_description(def: &ToolDefinition, r: &mut ValidationReport) {
         r.warn("description", "description.short", format!("Description is only {chars} characters; say what the tool returns and when to use it"));
     } else if d.split_whitespace().count() < 4 {
         r.warn("description", "description.vague", "Description has fewer than four words; models route better with a sentence that says when to use the tool");
-    }
-    if let Some(title) = &def.title
-        && (title.trim().is_empty() || title.chars().count() > 128)
-    {
-        r.error(
-            "title",
-            "title.length",
-            "Title must be 1-128 characters (or leave it out)",
-        );
     }
 }
 
@@ -419,8 +419,19 @@ fn check_input_schema(
         }
         compile_schema(schema, "input_schema", "input_schema.invalid", r)
     } else {
-        // Parameter schemas were checked one by one; a failure here names the parameter set.
-        compile_schema(schema, "parameters", "parameter.schema_invalid", r)
+        // Parameter schemas were checked one by one; a failure here names the parameter set,
+        // unless it only repeats a problem already reported for one parameter.
+        let mut whole = ValidationReport::default();
+        let validator =
+            compile_schema(schema, "parameters", "parameter.schema_invalid", &mut whole);
+        if !r
+            .errors
+            .iter()
+            .any(|e| e.code == "parameter.schema_invalid")
+        {
+            r.errors.extend(whole.errors);
+        }
+        validator
     }
 }
 

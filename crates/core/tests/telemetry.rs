@@ -20,7 +20,10 @@ use tracing_subscriber::registry::LookupSpan;
 
 /// Records every span's name and fields.
 #[derive(Clone, Default)]
-struct Spans(Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>);
+struct Spans(Arc<Mutex<Vec<SpanRecord>>>);
+
+/// A span's name and its fields.
+type SpanRecord = (String, BTreeMap<String, String>);
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
