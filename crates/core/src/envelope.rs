@@ -233,6 +233,9 @@ impl<'de> Deserialize<'de> for ToolResult {
             (Some(_), Some(_), _) => {
                 return Err(D::Error::custom("a result has data or error, never both"));
             }
+            (Some(_), None, Some(_)) => {
+                return Err(D::Error::custom("a result with data has no errorKind"));
+            }
             _ => return Err(D::Error::custom("a result has either data or error")),
         };
         Ok(Self {

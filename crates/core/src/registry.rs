@@ -212,7 +212,7 @@ impl Snapshot {
     }
 
     /// Whether following `depends_on` from `start` reaches `target`.
-    fn reaches(&self, start: &[String], target: &str, extra: Option<&ToolSpec>) -> bool {
+    fn reaches(&self, start: &[String], target: &str) -> bool {
         let mut stack: Vec<String> = start.to_vec();
         let mut seen = HashSet::new();
         while let Some(n) = stack.pop() {
@@ -222,13 +222,10 @@ impl Snapshot {
             if !seen.insert(n.clone()) {
                 continue;
             }
-            let deps = match extra {
-                Some(spec) if spec.name().as_str() == n => spec.definition().depends_on.clone(),
-                _ => self
-                    .get(&n)
-                    .map(|t| t.spec.definition().depends_on.clone())
-                    .unwrap_or_default(),
-            };
+            let deps = self
+                .get(&n)
+                .map(|t| t.spec.definition().depends_on.clone())
+                .unwrap_or_default();
             stack.extend(deps);
         }
         false
@@ -453,12 +450,17 @@ impl Registry {
         let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.current.load_full();
         let mut next = (*current).clone();
-        let mut added = Vec::with_capacity(sources.len());
-        for source in sources {
-            let (def, handler) = match source {
+        let items: Vec<(ToolDefinition, Option<Arc<dyn Tool>>)> = sources
+            .into_iter()
+            .map(|source| match source {
                 Source::Tool(t) => (t.definition(), Some(t)),
                 Source::Definition(d) => (d, None),
-            };
+            })
+            .collect();
+        // A batch may list a tool before the tools it depends on.
+        let batch: HashSet<&str> = items.iter().map(|(d, _)| d.name.as_str()).collect();
+        let mut added = Vec::with_capacity(items.len());
+        for (def, handler) in &items {
             let name = def.name.clone();
             let existing = next.get(&name).cloned();
             match (&existing, replace) {
@@ -468,32 +470,20 @@ impl Registry {
                 _ => {}
             }
             let snapshot = &next;
-            let lookup = |n: &str| snapshot.lookup(n);
+            let lookup = |n: &str| match snapshot.lookup(n) {
+                Lookup::Absent if batch.contains(n) => Lookup::Custom,
+                found => found,
+            };
             let env = Env {
                 max_isolation: self.max_isolation,
                 lookup: Some(&lookup),
                 builtin,
             };
-            let spec = validate_in(&def, &env).map_err(|report| CoreError::Invalid {
+            let spec = validate_in(def, &env).map_err(|report| CoreError::Invalid {
                 name: name.clone(),
                 report: Box::new(report),
             })?;
-            if replace && next.reaches(&spec.definition().depends_on, &name, Some(&spec)) {
-                return Err(CoreError::Invalid {
-                    name: name.clone(),
-                    report: Box::new(crate::validate::ValidationReport {
-                        errors: vec![crate::validate::Issue {
-                            path: "depends_on".into(),
-                            code: "depends_on.cycle".into(),
-                            message: format!(
-                                "depends_on would form a cycle through {name}; remove one of the dependencies"
-                            ),
-                        }],
-                        warnings: Vec::new(),
-                    }),
-                });
-            }
-            let handler = match (handler, existing) {
+            let handler = match (handler.clone(), existing) {
                 (Some(h), _) => Some(h),
                 (None, Some(e)) if replace => e.handler,
                 (None, _) => None,
@@ -508,10 +498,29 @@ impl Registry {
                 next.by_category[old.spec.category() as usize] -= 1;
             }
             next.by_category[spec.category() as usize] += 1;
-            if !builtin && !replace {
-                metrics::counter!(telemetry::DEFINITIONS_CREATED).increment(1);
-            }
             added.push(spec);
+        }
+        // With the whole batch in place, no new or changed tool may sit on a dependency cycle.
+        for spec in &added {
+            let name = spec.name().as_str();
+            if next.reaches(&spec.definition().depends_on, name) {
+                return Err(CoreError::Invalid {
+                    name: name.to_owned(),
+                    report: Box::new(crate::validate::ValidationReport {
+                        errors: vec![crate::validate::Issue {
+                            path: "depends_on".into(),
+                            code: "depends_on.cycle".into(),
+                            message: format!(
+                                "depends_on would form a cycle through {name}; remove one of the dependencies"
+                            ),
+                        }],
+                        warnings: Vec::new(),
+                    }),
+                });
+            }
+        }
+        if !builtin && !replace {
+            metrics::counter!(telemetry::DEFINITIONS_CREATED).increment(added.len() as u64);
         }
         self.publish(next);
         Ok(added)

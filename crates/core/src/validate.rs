@@ -248,14 +248,16 @@ fn check_description(def: &ToolDefinition, r: &mut ValidationReport) {
         r.error("description", "description.empty", "Description is empty: say what the tool does and when to use it (it is how a model picks the tool)");
         return;
     }
-    let chars = def.description.chars().count();
-    if chars > MAX_DESCRIPTION_LEN {
+    // The limit is on what is stored and sent; the short warning is on what a model reads.
+    let stored = def.description.chars().count();
+    if stored > MAX_DESCRIPTION_LEN {
         r.error(
             "description",
             "description.too_long",
-            format!("Description is {chars} characters long; use at most {MAX_DESCRIPTION_LEN}"),
+            format!("Description is {stored} characters long; use at most {MAX_DESCRIPTION_LEN}"),
         );
     }
+    let chars = d.chars().count();
     if chars < SHORT_DESCRIPTION_LEN {
         r.warn("description", "description.short", format!("Description is only {chars} characters; say what the tool returns and when to use it"));
     } else if d.split_whitespace().count() < 4 {

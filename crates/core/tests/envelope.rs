@@ -280,7 +280,7 @@ fn invalid_envelopes_are_rejected() {
         (
             "data with a kind",
             with(json!({"data": 1, "errorKind": "timeout"})),
-            "either data or error",
+            "a result with data has no errorKind",
         ),
         (
             "success key",

@@ -297,6 +297,33 @@ fn cycles_are_refused_on_replace() {
 }
 
 #[test]
+fn batches_resolve_dependencies_in_any_order_and_refuse_cycles() {
+    let registry = Registry::new();
+    // The dependent comes first; the batch still resolves it.
+    registry
+        .register_definitions(vec![def_with_deps("uses", &["used"]), def("used")])
+        .unwrap();
+    // A cycle inside one batch is refused, and the batch writes nothing.
+    let before = registry.snapshot().version();
+    let err = registry
+        .register_definitions(vec![
+            def_with_deps("ping", &["pong"]),
+            def_with_deps("pong", &["ping"]),
+            def("innocent"),
+        ])
+        .unwrap_err();
+    assert_eq!(codes(&err), ["depends_on.cycle"]);
+    assert_eq!(registry.snapshot().version(), before);
+    assert!(registry.get("innocent").is_none());
+    assert!(registry.get("ping").is_none());
+    // A name in neither the registry nor the batch is still unknown.
+    let err = registry
+        .register_definitions(vec![def_with_deps("lonely", &["nobody"])])
+        .unwrap_err();
+    assert_eq!(codes(&err), ["depends_on.unknown"]);
+}
+
+#[test]
 fn removal_is_refused_while_depended_on() {
     let registry = Registry::new();
     registry.register_definition(def("base_tool")).unwrap();
