@@ -159,6 +159,44 @@ fn bench_registry(c: &mut Criterion) {
         category: Some(Category::Network),
         ..Query::default()
     };
+    // The simplest in-memory equivalent: a Vec of the same facets, filtered linearly.
+    let plain: Vec<(String, Category, Effect, Vec<String>)> = registry
+        .snapshot()
+        .iter()
+        .map(|t| {
+            let s = t.spec();
+            (
+                s.name().to_string(),
+                s.category(),
+                s.effect(),
+                s.tags().to_vec(),
+            )
+        })
+        .collect();
+    let vec_page = |category: Category, effect: Option<Effect>, tag: Option<&str>| -> usize {
+        plain
+            .iter()
+            .filter(|(_, c, e, tags)| {
+                *c == category
+                    && effect.is_none_or(|x| x == *e)
+                    && tag.is_none_or(|t| tags.iter().any(|x| x == t))
+            })
+            .take(51)
+            .map(|(name, ..)| name.clone())
+            .count()
+    };
+    g.bench_function("baseline_vec_filter_category_page50", |b| {
+        b.iter(|| vec_page(black_box(Category::Network), None, None))
+    });
+    g.bench_function("baseline_vec_filter_category_effect_tag_page50", |b| {
+        b.iter(|| {
+            vec_page(
+                black_box(Category::Database),
+                Some(Effect::Write),
+                Some("group_40"),
+            )
+        })
+    });
     g.bench_function("list_category_page50", |b| {
         b.iter(|| registry.list(black_box(&category)).unwrap())
     });

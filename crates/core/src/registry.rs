@@ -26,6 +26,9 @@ pub struct RegisteredTool {
     spec: ToolSpec,
     handler: Option<Arc<dyn Tool>>,
     builtin: bool,
+    /// Copies of the spec's filterable fields, stored inline so that filtered scans read the
+    /// map's nodes instead of chasing one pointer per tool.
+    facets: (Category, Effect, Consequence),
 }
 
 impl RegisteredTool {
@@ -276,14 +279,14 @@ impl Default for Query {
 impl Query {
     /// The structured filters (free text is matched through the snapshot's text index).
     fn matches(&self, tool: &RegisteredTool) -> bool {
-        let spec = &tool.spec;
-        self.category.is_none_or(|c| spec.category() == c)
-            && self.effect.is_none_or(|e| spec.effect() == e)
-            && self.consequence.is_none_or(|c| spec.consequence() == c)
+        let (category, effect, consequence) = tool.facets;
+        self.category.is_none_or(|c| category == c)
+            && self.effect.is_none_or(|e| effect == e)
+            && self.consequence.is_none_or(|c| consequence == c)
             && self
                 .tag
                 .as_ref()
-                .is_none_or(|t| spec.tags().iter().any(|x| x == t))
+                .is_none_or(|t| tool.spec.tags().iter().any(|x| x == t))
     }
 }
 
@@ -489,6 +492,7 @@ impl Registry {
                 (None, _) => None,
             };
             let entry = RegisteredTool {
+                facets: (spec.category(), spec.effect(), spec.consequence()),
                 spec: spec.clone(),
                 handler,
                 builtin,
