@@ -70,31 +70,129 @@ pub fn apply_defaults(schema: &Value, args: &mut Value) {
     }
 }
 
-/// Removes top-level `null` arguments for optional properties whose schema does not accept null:
-/// OpenAI strict mode makes every property required and nullable, so models send `null` for
-/// what they leave out. Such a `null` means "absent" (and the default then applies).
-pub fn drop_null_optionals(schema: &Value, args: &mut Value) {
-    let (Some(props), Value::Object(obj)) =
-        (schema.get("properties").and_then(Value::as_object), args)
-    else {
+/// How many `$ref`s to follow along one path before giving up (guards recursive schemas).
+const MAX_REF_HOPS: usize = 32;
+
+/// Removes `null` arguments that mean "not given": an object member whose value is `null`, that
+/// its schema does not require, and whose own schema does not accept `null`. Nested objects and
+/// arrays are walked along the schema (local `$ref`s followed). OpenAI strict mode makes every
+/// property required and nullable, so models send `null` for what they leave out; after this,
+/// such calls validate against the tool's own schema and get its defaults.
+pub fn strip_optional_nulls(schema: &Value, args: &mut Value) {
+    strip(schema, schema, args, 0);
+}
+
+fn strip(root: &Value, schema: &Value, value: &mut Value, hops: usize) {
+    let Some((schema, hops)) = follow(root, schema, hops) else {
         return;
     };
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    obj.retain(|name, value| {
-        if !value.is_null() || required.contains(&name.as_str()) {
-            return true;
+    match value {
+        Value::Object(members) => {
+            let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            members.retain(|name, member| {
+                !(member.is_null()
+                    && !required.contains(&name.as_str())
+                    && properties
+                        .get(name)
+                        .is_some_and(|p| !accepts_null(root, p, hops)))
+            });
+            for (name, member) in members.iter_mut() {
+                if let Some(p) = properties.get(name) {
+                    strip(root, p, member, hops);
+                }
+            }
         }
-        let refuses_null = match props.get(name).and_then(|p| p.get("type")) {
-            Some(Value::String(t)) => t != "null",
-            Some(Value::Array(types)) => !types.iter().any(|t| t == "null"),
-            _ => false,
-        };
-        !refuses_null
-    });
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) {
+                for item in items {
+                    strip(root, item_schema, item, hops);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The schema object behind any chain of local `$ref`s, with the hops used so far.
+fn follow<'a>(
+    root: &'a Value,
+    schema: &'a Value,
+    mut hops: usize,
+) -> Option<(&'a Map<String, Value>, usize)> {
+    let mut current = schema.as_object()?;
+    while let Some(reference) = current.get("$ref").and_then(Value::as_str) {
+        if hops >= MAX_REF_HOPS {
+            return None;
+        }
+        hops += 1;
+        current = resolve_ref(root, reference)?.as_object()?;
+    }
+    Some((current, hops))
+}
+
+/// Whether a schema accepts `null` (conservatively: anything unclear counts as accepting it, so
+/// the argument is kept and validation decides).
+fn accepts_null(root: &Value, schema: &Value, hops: usize) -> bool {
+    let Some((m, hops)) = follow(root, schema, hops) else {
+        return true;
+    };
+    match m.get("type") {
+        Some(Value::String(t)) => return t == "null",
+        Some(Value::Array(ts)) => return ts.iter().any(|t| t == "null"),
+        _ => {}
+    }
+    if let Some(values) = m.get("enum").and_then(Value::as_array) {
+        return values.contains(&Value::Null);
+    }
+    if let Some(c) = m.get("const") {
+        return c.is_null();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = m.get(key).and_then(Value::as_array) {
+            return branches.iter().any(|b| accepts_null(root, b, hops));
+        }
+    }
+    true
+}
+
+/// Resolves a local reference (`#`, `#/$defs/node`, percent-encoded or `~`-escaped pointers)
+/// within `root`; `None` for remote or malformed references.
+pub fn resolve_ref<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    let fragment = reference.strip_prefix('#')?;
+    if fragment.is_empty() {
+        return Some(root);
+    }
+    if !fragment.starts_with('/') {
+        return None;
+    }
+    root.pointer(&percent_decode(fragment)?)
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    if !text.contains('%') {
+        return Some(text.to_owned());
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Names of top-level properties marked sensitive in a definition (typed parameters only, or

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_core::schema::{
-    apply_defaults, compile_parameters, drop_null_optionals, parameter_schema, redact,
+    apply_defaults, compile_parameters, parameter_schema, redact, strip_optional_nulls,
 };
 use toolgate_core::{
     Category, Consequence, Constraints, CoreError, CoreErrorKind, Effect, Format, Isolation,
@@ -576,7 +576,7 @@ fn apply_defaults_fills_absent_top_level_properties_only() {
 }
 
 #[test]
-fn drop_null_optionals_treats_null_as_absent_for_optional_non_nullable_properties() {
+fn strip_optional_nulls_treats_null_as_absent_for_optional_non_nullable_properties() {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -603,12 +603,50 @@ fn drop_null_optionals_treats_null_as_absent_for_optional_non_nullable_propertie
     ];
     for (input, want) in cases {
         let mut args = input.clone();
-        drop_null_optionals(&schema, &mut args);
+        strip_optional_nulls(&schema, &mut args);
+        assert_eq!(&args, want, "{input}");
+    }
+    // Nested objects, arrays and local $refs are walked; anyOf without a null branch refuses null.
+    let nested = json!({
+        "type": "object",
+        "properties": {
+            "root": {"$ref": "#/$defs/node"},
+            "pick": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            "maybe": {"anyOf": [{"type": "string"}, {"type": "null"}]}
+        },
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "label": {"type": "string"},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}
+                },
+                "required": ["label"]
+            }
+        }
+    });
+    let nested_cases: &[(Value, Value)] = &[
+        (
+            json!({"root": null, "pick": null, "maybe": null}),
+            json!({"maybe": null}),
+        ),
+        (
+            json!({"root": {"label": "a", "kids": null}}),
+            json!({"root": {"label": "a"}}),
+        ),
+        (
+            json!({"root": {"label": "a", "kids": [{"label": "b", "kids": null}, {"label": null}]}}),
+            json!({"root": {"label": "a", "kids": [{"label": "b"}, {"label": null}]}}),
+        ),
+    ];
+    for (input, want) in nested_cases {
+        let mut args = input.clone();
+        strip_optional_nulls(&nested, &mut args);
         assert_eq!(&args, want, "{input}");
     }
     // With defaults applied afterwards, a dropped null takes the default.
     let mut args = json!({"city": "Oslo", "units": null});
-    drop_null_optionals(&schema, &mut args);
+    strip_optional_nulls(&schema, &mut args);
     apply_defaults(&schema, &mut args);
     assert_eq!(args, json!({"city": "Oslo", "units": "metric"}));
 }

@@ -25,7 +25,6 @@ mod context;
 mod error;
 mod gemini;
 mod mcp;
-mod nulls;
 mod openai;
 mod schema;
 
@@ -39,7 +38,6 @@ use toolgate_core::ToolSpec;
 
 pub use error::{ExportError, ExportErrorKind};
 pub use mcp::GOVERNANCE_META_KEY;
-pub use nulls::strip_strict_nulls;
 
 /// A target an export is written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -111,7 +109,8 @@ impl FromStr for ExportFormat {
 pub struct ExportOptions {
     /// OpenAI formats only: rewrite schemas to OpenAI's Structured Outputs strict subset and set
     /// `"strict": true`, or fail saying exactly why a tool cannot be made strict. Models then send
-    /// `null` for arguments that were optional; see [`strip_strict_nulls`].
+    /// `null` for arguments that were optional; the pipeline treats those as absent
+    /// (`toolgate_core::schema::strip_optional_nulls`).
     pub strict: bool,
 }
 

@@ -448,7 +448,7 @@ impl Strict<'_> {
             self.cx.note(
                 &child(path, "required"),
                 format!(
-                    "Listed optional {} {} as required and nullable (strict mode requires every property); the model sends null for \"not given\", which strip_strict_nulls removes before validation",
+                    "Listed optional {} {} as required and nullable (strict mode requires every property); the model sends null for \"not given\", which toolgate treats as absent when the call arrives",
                     if optional.len() == 1 { "property" } else { "properties" },
                     optional.join(", ")
                 ),

@@ -20,37 +20,9 @@ pub(crate) fn show(value: &Value) -> String {
     value.to_string()
 }
 
-/// Resolves a local reference (`#`, `#/$defs/Name`, any JSON pointer into `root`).
-/// Remote references and anchors resolve to nothing.
+/// Resolves a local `$ref` within `root` (shared with the pipeline's null handling).
 pub(crate) fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
-    let fragment = reference.strip_prefix('#')?;
-    if fragment.is_empty() {
-        return Some(root);
-    }
-    if !fragment.starts_with('/') {
-        return None;
-    }
-    root.pointer(&percent_decode(fragment)?)
-}
-
-fn percent_decode(text: &str) -> Option<String> {
-    if !text.contains('%') {
-        return Some(text.to_owned());
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    toolgate_core::schema::resolve_ref(root, reference)
 }
 
 /// The `type` keyword as a list of names (empty when absent or malformed).

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use toolgate_core::{Category, Consequence, Effect, ParamType, Parameter, ToolBuilder, validate};
 use toolgate_export::{
     Export, ExportError, ExportErrorKind, ExportFormat, ExportOptions, GOVERNANCE_META_KEY, export,
-    export_one, strip_strict_nulls,
+    export_one,
 };
 
 const PLAIN: ExportOptions = ExportOptions { strict: false };
@@ -571,7 +571,7 @@ fn strict_arguments_round_trip_to_the_tool_schema() {
             "{name}: strict schema rejects the strict form: {errors:?}"
         );
         let mut args = strict_form.clone();
-        strip_strict_nulls(&spec, &mut args);
+        toolgate_core::schema::strip_optional_nulls(spec.input_schema(), &mut args);
         assert_eq!(args, original, "{name}");
         assert!(own.is_valid(&args), "{name}");
     }

@@ -131,7 +131,7 @@ impl Stage for ValidateInput {
         if call.input.is_null() {
             call.input = Value::Object(Default::default());
         }
-        schema::drop_null_optionals(spec.input_schema(), &mut call.input);
+        schema::strip_optional_nulls(spec.input_schema(), &mut call.input);
         schema::apply_defaults(spec.input_schema(), &mut call.input);
         let problems = violations(spec.input_validator(), &call.input);
         if problems.is_empty() {
