@@ -78,8 +78,8 @@ impl App {
     /// The pipeline, with the config's rate limit if any.
     pub fn pipeline(&self) -> Pipeline {
         let mut builder = PipelineBuilder::new(Arc::clone(&self.registry));
-        if let Some(limit) = &self.config.rate_limit {
-            builder = builder.stage(Arc::new(RateLimitStage::new(limit.into())));
+        if let Some(limit) = self.config.rate_limit() {
+            builder = builder.stage(Arc::new(RateLimitStage::new(limit)));
         }
         builder.build()
     }

@@ -21,6 +21,14 @@ pub struct Config {
     pub rate_limit: Option<RateLimitConfig>,
 }
 
+impl Config {
+    /// The configured rate limit (checked when the file was loaded).
+    pub fn rate_limit(&self) -> Option<RateLimit> {
+        let c = self.rate_limit.as_ref()?;
+        RateLimit::new(c.burst, c.per_second).ok()
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalConfig {
@@ -38,15 +46,6 @@ pub struct RateLimitConfig {
     pub per_second: f64,
 }
 
-impl From<&RateLimitConfig> for RateLimit {
-    fn from(c: &RateLimitConfig) -> Self {
-        RateLimit {
-            burst: c.burst,
-            per_second: c.per_second,
-        }
-    }
-}
-
 impl Config {
     /// Reads a config file; relative paths in it are taken relative to the file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
@@ -57,6 +56,11 @@ impl Config {
         let base = path.parent().unwrap_or(Path::new("."));
         config.root = config.root.map(|p| base.join(p));
         config.tools_dir = config.tools_dir.map(|p| base.join(p));
+        if let Some(limit) = &config.rate_limit {
+            RateLimit::new(limit.burst, limit.per_second).map_err(|e| {
+                anyhow::anyhow!("Invalid config file {}: [rate_limit] {e}", path.display())
+            })?;
+        }
         Ok(config)
     }
 

@@ -1370,17 +1370,13 @@ async fn rate_limit_stage() {
             async { Ok(json!("ok")) }
         })) as Arc<dyn Tool>
     };
-    let stage = RateLimitStage::new(RateLimit {
-        burst: 2,
-        per_second: 0.0,
-    })
-    .tool(
-        "slow_refill",
-        RateLimit {
-            burst: 1,
-            per_second: 0.001,
-        },
-    );
+    // Nonsense limits are refused when made, so the stage can never panic on them.
+    assert!(RateLimit::new(0, 1.0).is_err());
+    assert!(RateLimit::new(1, 0.0).is_err());
+    assert!(RateLimit::new(1, f64::NAN).is_err());
+    assert!(RateLimit::new(1, f64::INFINITY).is_err());
+    let stage = RateLimitStage::new(RateLimit::new(2, 1e-30).unwrap())
+        .tool("slow_refill", RateLimit::new(1, 0.001).unwrap());
     let p = PipelineBuilder::new(registry(vec![tool("limited"), tool("slow_refill")]))
         .stage(Arc::new(stage))
         .build();
@@ -1408,8 +1404,11 @@ async fn rate_limit_stage() {
     let r = p
         .call(CallRequest::new("limited", json!({})).principal(ann()))
         .await;
+    // A refill so slow that the wait overflows a Duration still answers, without panicking.
     assert!(
-        r.error().unwrap().contains("allows no calls"),
+        r.error()
+            .unwrap()
+            .contains("Rate limit exceeded for tool limited; retry in"),
         "{:?}",
         r.error()
     );
@@ -1862,4 +1861,54 @@ async fn tools_are_shared_across_concurrent_calls() {
     }
     seen.sort_unstable();
     assert_eq!(seen, (0..50).collect::<Vec<u64>>());
+}
+
+// ---- containment of panics outside handlers --------------------------------------------------
+
+struct PanickingStage;
+
+impl toolgate_core::Stage for PanickingStage {
+    fn name(&self) -> &'static str {
+        "panicking"
+    }
+
+    fn run<'a>(
+        &'a self,
+        _call: &'a mut toolgate_core::Call,
+        _next: toolgate_core::Next<'a>,
+    ) -> toolgate_core::BoxFuture<'a, toolgate_core::ToolOutput> {
+        panic!("stage bug")
+    }
+}
+
+struct PanickingObserver(Arc<AtomicU32>);
+
+impl toolgate_core::CallObserver for PanickingObserver {
+    fn on_call<'a>(
+        &'a self,
+        _record: &'a toolgate_core::CallRecord<'a>,
+    ) -> toolgate_core::BoxFuture<'a, ()> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { panic!("observer bug") })
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_stage_or_observer_still_yields_one_result() {
+    let ok =
+        || Arc::new(builder("fine").handler(|_, _| async { Ok(json!("ok")) })) as Arc<dyn Tool>;
+    let p = PipelineBuilder::new(registry(vec![ok()]))
+        .stage(Arc::new(PanickingStage))
+        .build();
+    let r = p.call(CallRequest::new("fine", json!({}))).await;
+    assert_eq!(r.error_kind(), Some(ErrorKind::Execution));
+    assert!(r.error().unwrap().contains("stage bug"), "{:?}", r.error());
+
+    let seen = Arc::new(AtomicU32::new(0));
+    let p = PipelineBuilder::new(registry(vec![ok()]))
+        .observer(Arc::new(PanickingObserver(seen.clone())))
+        .build();
+    let r = p.call(CallRequest::new("fine", json!({}))).await;
+    assert_eq!(r.data(), Some(&json!("ok")));
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
 }

@@ -119,6 +119,9 @@ fn definition_and_call_metrics_reach_the_facade() {
         let p = pipeline();
         rt.block_on(p.call(CallRequest::new("get_weather", json!({"city": "Oslo"}))));
         rt.block_on(p.call(CallRequest::new("get_weather", json!({"city": "Atlantis"}))));
+        // Made-up names share one label value instead of minting new ones.
+        rt.block_on(p.call(CallRequest::new("made_up_1", json!({}))));
+        rt.block_on(p.call(CallRequest::new("made_up_2", json!({}))));
     });
     let mut seen: BTreeMap<String, Vec<(Vec<String>, DebugValue)>> = BTreeMap::new();
     for (key, _, _, value) in snapshotter.snapshot().into_vec() {
@@ -157,6 +160,16 @@ fn definition_and_call_metrics_reach_the_facade() {
             .iter()
             .any(|(l, v)| l == &["tool=get_weather"] && matches!(v, DebugValue::Counter(2)))
     );
+    assert!(
+        calls
+            .iter()
+            .any(|(l, v)| l == &["tool=(unknown)"] && matches!(v, DebugValue::Counter(2)))
+    );
+    assert!(
+        !calls
+            .iter()
+            .any(|(l, _)| l.iter().any(|x| x.contains("made_up")))
+    );
     let errors = get(CALL_ERRORS);
     assert!(
         errors
@@ -164,5 +177,7 @@ fn definition_and_call_metrics_reach_the_facade() {
             .any(|(l, v)| l.contains(&"error_kind=execution".to_owned())
                 && matches!(v, DebugValue::Counter(1)))
     );
-    assert!(matches!(&get(CALL_DURATION)[0].1, DebugValue::Histogram(v) if v.len() == 2));
+    let durations = get(CALL_DURATION);
+    assert!(durations.iter().any(|(l, v)| l == &["tool=get_weather"]
+        && matches!(v, DebugValue::Histogram(h) if h.len() == 2)));
 }

@@ -83,11 +83,7 @@ impl Executor for InProcessExecutor {
 }
 
 fn panicked(name: &crate::names::ToolName, panic: &(dyn std::any::Any + Send)) -> ToolError {
-    let detail = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_owned());
+    let detail = super::panic_message(panic);
     tracing::error!(tool = %name, panic = %detail, "tool handler panicked");
     ToolError::execution(format!(
         "Tool {name} failed unexpectedly (the handler panicked: {detail})"

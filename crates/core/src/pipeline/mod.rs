@@ -18,10 +18,12 @@ mod ratelimit;
 mod stages;
 
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -346,8 +348,8 @@ impl Pipeline {
         self.chain.iter().map(|s| s.name()).collect()
     }
 
-    /// Runs one call through every stage. Never fails and never panics: every outcome,
-    /// a panicking handler included, is a [`ToolResult`].
+    /// Runs one call through every stage. Never fails and never panics: every outcome, a
+    /// panicking handler, stage or observer included, is a [`ToolResult`].
     pub async fn call(&self, request: CallRequest) -> ToolResult {
         let fetched_at: DateTime<Utc> = Utc::now();
         let started = Instant::now();
@@ -374,11 +376,38 @@ impl Pipeline {
             rest: &self.chain,
             executor: &*self.executor,
         };
+        // Handler panics become results in the executor; this contains panics of any stage too,
+        // whether raised while building the chain's future or while polling it.
+        let stage_panic = |panic: Box<dyn std::any::Any + Send>| -> ToolOutput {
+            let detail = panic_message(panic.as_ref());
+            tracing::error!(panic = %detail, "a pipeline stage panicked");
+            Err(ToolError::execution(format!(
+                "The call failed inside toolgate (a pipeline stage panicked: {detail}); please report this"
+            ))
+            .permanent())
+        };
+        let call_ref = &mut call;
+        let chain: BoxFuture<'_, ToolOutput> =
+            match std::panic::catch_unwind(AssertUnwindSafe(move || {
+                let call = call_ref; // moved, so the closure is FnOnce
+                next.run(call)
+            })) {
+                Ok(future) => Box::pin(async move {
+                    AssertUnwindSafe(future)
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(stage_panic)
+                }),
+                Err(panic) => {
+                    let out = stage_panic(panic);
+                    Box::pin(async move { out })
+                }
+            };
         let outcome = async {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err(ToolError::cancelled()),
-                out = next.run(&mut call) => out,
+                out = chain => out,
             }
         }
         .instrument(span.clone())
@@ -387,14 +416,17 @@ impl Pipeline {
         if let Some(kind) = result.error_kind() {
             span.record("toolgate.error_kind", kind.as_str());
         }
-        record_metrics(&result);
+        record_metrics(&result, call.tool.is_some());
         let record = CallRecord {
             result: &result,
             spec: call.spec(),
             principal: &call.request.principal,
         };
         for observer in self.observers.iter() {
-            observer.on_call(&record).instrument(span.clone()).await;
+            let observed = AssertUnwindSafe(observer.on_call(&record)).catch_unwind();
+            if let Err(panic) = observed.instrument(span.clone()).await {
+                tracing::error!(panic = %panic_message(panic.as_ref()), "a call observer panicked");
+            }
         }
         result
     }
@@ -452,8 +484,22 @@ fn call_parts(call: &Call) -> Parts<'_> {
     }
 }
 
-fn record_metrics(result: &ToolResult) {
-    let tool = result.tool.clone();
+/// The text of a panic payload.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
+fn record_metrics(result: &ToolResult, resolved: bool) {
+    // Label by the tool only when it exists: callers' made-up names must not mint label values.
+    let tool = if resolved {
+        result.tool.clone()
+    } else {
+        "(unknown)".to_owned()
+    };
     metrics::counter!(telemetry::CALLS, "tool" => tool.clone()).increment(1);
     metrics::histogram!(telemetry::CALL_DURATION, "tool" => tool.clone())
         .record(result.duration_ms / 1000.0);

@@ -9,11 +9,38 @@ use crate::envelope::ErrorKind;
 use crate::error::ToolError;
 use crate::tool::{BoxFuture, ToolOutput};
 
-/// At most `burst` calls at once, refilled at `per_second`.
+/// At most `burst` calls at once, refilled at `per_second`. Make one with [`RateLimit::new`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RateLimit {
-    pub burst: u32,
-    pub per_second: f64,
+    burst: u32,
+    per_second: f64,
+}
+
+impl RateLimit {
+    /// A limit of `burst` ≥ 1 calls at once, refilled at a finite `per_second` > 0.
+    pub fn new(burst: u32, per_second: f64) -> Result<Self, String> {
+        if burst == 0 {
+            return Err(
+                "rate limit burst must be at least 1 (how many calls may start at once)".into(),
+            );
+        }
+        if !per_second.is_finite() || per_second <= 0.0 {
+            return Err(format!(
+                "rate limit per_second must be a positive number, not {per_second}"
+            ));
+        }
+        Ok(Self { burst, per_second })
+    }
+
+    /// Calls that may start at once.
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// Refill rate per second.
+    pub fn per_second(&self) -> f64 {
+        self.per_second
+    }
 }
 
 struct Bucket {
@@ -60,12 +87,12 @@ impl RateLimitStage {
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
             Ok(())
-        } else if limit.per_second > 0.0 {
-            Err(Duration::from_secs_f64(
-                (1.0 - bucket.tokens) / limit.per_second,
-            ))
         } else {
-            Err(Duration::MAX)
+            // `RateLimit::new` keeps per_second finite and positive; saturate all the same.
+            Err(
+                Duration::try_from_secs_f64((1.0 - bucket.tokens) / limit.per_second)
+                    .unwrap_or(Duration::MAX),
+            )
         }
     }
 }
@@ -86,15 +113,11 @@ impl Stage for RateLimitStage {
         ) {
             Ok(()) => next.run(call),
             Err(wait) => {
-                let msg = if wait == Duration::MAX {
-                    format!("Rate limit for tool {} allows no calls", spec.name())
-                } else {
-                    format!(
-                        "Rate limit exceeded for tool {}; retry in {} ms",
-                        spec.name(),
-                        wait.as_millis().max(1)
-                    )
-                };
+                let msg = format!(
+                    "Rate limit exceeded for tool {}; retry in {} ms",
+                    spec.name(),
+                    wait.as_millis().max(1)
+                );
                 Box::pin(
                     async move { Err(ToolError::new(ErrorKind::RateLimited, msg).permanent()) },
                 )
