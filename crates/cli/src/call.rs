@@ -23,6 +23,10 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
         Arc::new(PreApproved)
     } else if !reads_stdin && std::io::stdin().is_terminal() {
         Arc::new(PromptApproval::terminal())
+    } else if reads_stdin {
+        Arc::new(AutoDeny::new(
+            "standard input carried the arguments, so nobody can be asked; re-run with --yes to approve this call",
+        ))
     } else {
         Arc::new(AutoDeny::new(
             "no terminal to ask on; re-run with --yes to approve this call",
@@ -32,8 +36,11 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     let on_interrupt = cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("Cancelling…");
+            eprintln!("Cancelling… (press Ctrl-C again to quit at once)");
             on_interrupt.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
         }
     });
     let request = CallRequest::new(args.name.clone(), arguments)

@@ -7,8 +7,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 const AFTER_HELP: &str = "\
 Exit codes:
   0  success (a call returned data; every validated file is valid)
-  1  a call returned an error result, a definition is invalid, or a tool was not found
-  2  usage or configuration error (bad flags, unreadable file, malformed JSON)
+  1  a call returned an error result, a definition file is invalid or unreadable, a tool was
+     not found, or the tools cannot be exported as asked
+  2  usage or configuration error (bad flags or config, unreadable --args file, malformed JSON)
 
 Examples:
   toolgate call calculator --args '{\"expression\": \"2 * (3 + 4)\"}'
@@ -54,10 +55,10 @@ pub enum Command {
     #[command(subcommand)]
     Tools(ToolsCommand),
 
-    /// Call a tool through the full pipeline and print the result envelope.
+    /// Call a tool through the full pipeline and print its result (the envelope with --json).
     ///
     /// Tools that require confirmation ask on the terminal; with no terminal they are refused
-    /// unless --yes pre-approves the call. Ctrl-C cancels a running call.
+    /// unless --yes pre-approves the call. Ctrl-C cancels a running call; a second Ctrl-C quits.
     Call(CallArgs),
 }
 

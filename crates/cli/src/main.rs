@@ -29,7 +29,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // A confirmation prompt cancelled by Ctrl-C leaves a thread blocked reading the terminal;
+    // do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -404,7 +404,10 @@ pub fn export(app: &App, args: &ExportArgs) -> anyhow::Result<ExitCode> {
         Ok(e) => e,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(1));
+            // A flag combination that cannot work is a usage error; a tool that cannot be
+            // expressed in the format is a finding about the tools.
+            let usage = e.kind() == toolgate_export::ExportErrorKind::BadRequest;
+            return Ok(ExitCode::from(if usage { 2 } else { 1 }));
         }
     };
     for note in &exported.notes {

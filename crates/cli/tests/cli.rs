@@ -235,6 +235,7 @@ fn usage_errors_exit_2() {
         vec!["call"],
         vec!["frobnicate"],
         vec!["tools", "list", "--category", "nonsense"],
+        vec!["tools", "export", "--format", "anthropic", "--strict"],
     ] {
         let run = sb.run(&args).expect(2);
         assert!(!run.stderr().is_empty(), "{args:?} printed no error");
@@ -720,4 +721,37 @@ fn help_teaches() {
     insta::assert_snapshot!(run.stdout());
     let run = sb.run(&["call", "--help"]).expect(0);
     insta::assert_snapshot!(run.stdout());
+}
+
+#[test]
+fn ctrl_c_at_the_prompt_cancels_and_exits() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipping: util-linux `script` is not installed");
+        return;
+    }
+    let sb = Sandbox::new();
+    let cmd = format!("{BIN} call write_file --args '{{\"path\": \"p.txt\", \"content\": \"x\"}}'");
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(sb.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // ^C on the terminal: the line discipline sends SIGINT to toolgate.
+    child.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("toolgate did not exit after Ctrl-C at the confirmation prompt");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Request was cancelled"), "{text}");
+    assert!(!sb.path().join("p.txt").exists());
 }
