@@ -154,7 +154,12 @@ pub struct Parameter {
     pub param_type: ParamType,
     #[serde(default, skip_serializing_if = "is_false")]
     pub required: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `Some(Value::Null)` when the file says `default: null` (kept, so validation can refuse it).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default: Option<Value>,
     #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
     pub enum_values: Option<Vec<Value>>,
@@ -400,6 +405,11 @@ wire_names! {
     Consequence { Low => "low", Medium => "medium", High => "high" }
     SafetyLevel { Safe => "safe", Cautious => "cautious", Dangerous => "dangerous" }
     Isolation { None => "none", Standard => "standard", Strict => "strict", Restricted => "restricted" }
+}
+
+/// Distinguishes a present `null` from an absent key.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 fn is_false(b: &bool) -> bool {

@@ -55,7 +55,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    fn of(def: &ToolDefinition) -> Self {
+    pub(crate) fn of(def: &ToolDefinition) -> Self {
         let c = def.constraints.clone().unwrap_or_default();
         let runs_code = def
             .run

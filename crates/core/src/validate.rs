@@ -138,7 +138,8 @@ pub fn validate_in(def: &ToolDefinition, env: &Env<'_>) -> Result<ToolSpec, Vali
         .output_schema
         .as_ref()
         .and_then(|s| compile_schema(s, "output_schema", "output_schema.invalid", &mut r));
-    check_constraints(def, env, &mut r);
+    check_constraints(def, &mut r);
+    check_isolation(def, env, &mut r);
     let permissions = check_lists(def, env, &mut r);
     check_warnings(def, &mut r);
 
@@ -315,6 +316,9 @@ fn check_parameter_values(p: &Parameter, at: &dyn Fn(&str) -> String, r: &mut Va
     if p.required && p.default.is_some() {
         r.error(at("default"), "parameter.required_default", format!("Parameter {:?} is required and has a default; a required parameter is always given, so drop one of them", p.name));
     }
+    if p.sensitive && p.default.is_some() {
+        r.error(at("default"), "parameter.sensitive_default", format!("Parameter {:?} is sensitive and has a default; defaults are shown in schemas sent to models and in tool listings, so pass the value with each call instead", p.name));
+    }
     if let Some(values) = &p.enum_values {
         if values.is_empty() {
             r.error(
@@ -390,7 +394,11 @@ fn check_parameter_values(p: &Parameter, at: &dyn Fn(&str) -> String, r: &mut Va
                     ty.as_str()
                 ),
             );
-        } else if p.enum_values.as_ref().is_some_and(|e| !e.contains(default)) {
+        } else if p
+            .enum_values
+            .as_ref()
+            .is_some_and(|e| !e.iter().any(|v| json_equal(v, default)))
+        {
             r.error(
                 at("default"),
                 "parameter.default_enum",
@@ -408,6 +416,25 @@ fn check_parameter_values(p: &Parameter, at: &dyn Fn(&str) -> String, r: &mut Va
     }
 }
 
+/// JSON equality as JSON Schema's `enum` sees it: numbers by value (`1` equals `1.0`).
+fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, a)| y.get(k).is_some_and(|b| json_equal(a, b)))
+        }
+        _ => a == b,
+    }
+}
+
 fn check_input_schema(
     def: &ToolDefinition,
     schema: &Value,
@@ -419,7 +446,9 @@ fn check_input_schema(
             r.error("input_schema", "input_schema.not_object", "Input schema must be an object schema: {\"type\": \"object\", \"properties\": {...}}");
             return None;
         }
-        compile_schema(schema, "input_schema", "input_schema.invalid", r)
+        let validator = compile_schema(schema, "input_schema", "input_schema.invalid", r)?;
+        check_raw_defaults(def, schema, &validator, r);
+        Some(validator)
     } else {
         // Parameter schemas were checked one by one; a failure here names the parameter set,
         // unless it only repeats a problem already reported for one parameter.
@@ -434,6 +463,51 @@ fn check_input_schema(
             r.errors.extend(whole.errors);
         }
         validator
+    }
+}
+
+/// Checks each top-level `properties.*.default` of a raw input schema against the schema (a bad
+/// default would make every call that leaves the argument out fail), and refuses defaults on
+/// properties marked sensitive.
+fn check_raw_defaults(
+    def: &ToolDefinition,
+    schema: &Value,
+    validator: &jsonschema::Validator,
+    r: &mut ValidationReport,
+) {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    let sensitive = crate::schema::sensitive_properties(def, schema);
+    for (name, prop) in props {
+        let Some(default) = prop.get("default") else {
+            continue;
+        };
+        let at = format!("input_schema.properties.{name}.default");
+        if sensitive.contains(name) {
+            r.error(at, "input_schema.sensitive_default", format!("Property {name:?} is sensitive and has a default; defaults are shown in schemas sent to models and in tool listings, so pass the value with each call instead"));
+            continue;
+        }
+        let instance = serde_json::json!({ name.as_str(): default });
+        let own = format!("/{}", name.replace('~', "~0").replace('/', "~1"));
+        let problems: Vec<String> = validator
+            .iter_errors(&instance)
+            .filter(|e| {
+                let path = e.instance_path().to_string();
+                path == own || path.starts_with(&format!("{own}/"))
+            })
+            .map(|e| e.to_string())
+            .collect();
+        if !problems.is_empty() {
+            r.error(
+                at,
+                "input_schema.default_invalid",
+                format!(
+                    "Default does not match the property's schema: {}",
+                    problems.join("; ")
+                ),
+            );
+        }
     }
 }
 
@@ -478,7 +552,7 @@ fn pointer_to_path(pointer: &str) -> String {
         .collect()
 }
 
-fn check_constraints(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) {
+fn check_constraints(def: &ToolDefinition, r: &mut ValidationReport) {
     let Some(c) = &def.constraints else { return };
     if let Some(t) = c.timeout_ms
         && !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&t)
@@ -499,17 +573,33 @@ fn check_constraints(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationRepo
             format!("max_attempts {a} is outside the allowed range 1-{MAX_ATTEMPTS}"),
         );
     }
-    if let Some(iso) = c.isolation
-        && iso > env.max_isolation
-    {
-        r.error("constraints.isolation", "constraints.isolation_plan", format!("Isolation {iso} is not allowed by the plan in force (at most {}); choose a weaker level or change the plan", env.max_isolation));
-    }
+
     if c.allow_side_effects == Some(false) && def.effect.is_some_and(|e| e != Effect::Read) {
         r.warn(
             "constraints.allow_side_effects",
             "constraints.side_effects_conflict",
             "allow_side_effects is false but the tool's effect is not read",
         );
+    }
+}
+
+/// The plan caps the isolation a tool *needs*, explicit or by default for its run kind.
+fn check_isolation(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) {
+    let iso = crate::spec::Limits::of(def).isolation;
+    if iso > env.max_isolation {
+        let how = if def
+            .constraints
+            .as_ref()
+            .is_some_and(|c| c.isolation.is_some())
+        {
+            String::new()
+        } else {
+            format!(
+                " (the default for run kind {:?})",
+                def.run.as_ref().map_or("", |r| r.kind.as_str())
+            )
+        };
+        r.error("constraints.isolation", "constraints.isolation_plan", format!("Isolation {iso}{how} is not allowed by the plan in force (at most {}); choose a weaker level or change the plan", env.max_isolation));
     }
 }
 

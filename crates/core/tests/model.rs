@@ -46,7 +46,7 @@ fn every_field() -> ToolDefinition {
                 default: None,
                 enum_values: None,
                 schema: Some(json!({"minLength": 1, "maxLength": 100})),
-                sensitive: false,
+                sensitive: true,
             },
             Parameter {
                 name: "units".into(),
@@ -56,7 +56,7 @@ fn every_field() -> ToolDefinition {
                 default: Some(json!("metric")),
                 enum_values: Some(vec![json!("metric"), json!("imperial")]),
                 schema: None,
-                sensitive: true,
+                sensitive: false,
             },
             Parameter {
                 name: "days".into(),
@@ -822,7 +822,7 @@ fn definition_hash_changes_with_any_field() {
                 Some(vec![json!("metric"), json!("imperial"), json!("si")]);
         }),
         ("parameter schema", |d| d.parameters[0].schema = None),
-        ("parameter sensitive", |d| d.parameters[1].sensitive = false),
+        ("parameter sensitive", |d| d.parameters[0].sensitive = false),
         ("parameter order", |d| d.parameters.swap(3, 4)),
         ("parameter removed", |d| {
             d.parameters.pop();

@@ -810,6 +810,117 @@ fn isolation_must_be_allowed_by_the_plan() {
 }
 
 #[test]
+fn the_plan_caps_the_default_isolation_of_a_run_kind_too() {
+    // A command tool needs standard isolation by default, though it does not say so.
+    let mut d = base();
+    d.run = Some(toolgate_core::RunSpec {
+        kind: "command".into(),
+        settings: Default::default(),
+    });
+    let none_only = Env {
+        max_isolation: Isolation::None,
+        ..Env::default()
+    };
+    let (errors, _) = outcome(&d, &none_only);
+    assert_eq!(
+        pairs(&errors),
+        expected(&[("constraints.isolation", "constraints.isolation_plan")])
+    );
+    assert!(
+        errors[0].message.contains("default for run kind"),
+        "{}",
+        errors[0].message
+    );
+    assert!(outcome(&d, &Env::default()).0.is_empty());
+}
+
+#[test]
+fn sensitive_values_never_get_defaults() {
+    let mut d = base();
+    d.parameters.push(
+        Parameter::new("api_key", ParamType::String)
+            .description("Key")
+            .sensitive()
+            .default_value(json!("sk-live-SECRET")),
+    );
+    let (errors, _) = outcome(&d, &Env::default());
+    assert_eq!(
+        pairs(&errors),
+        expected(&[("parameters[2].default", "parameter.sensitive_default")])
+    );
+    assert!(errors.iter().all(|e| !e.message.contains("SECRET")));
+
+    let mut raw = ToolDefinition::new("call_api", "Calls the API with a key. Use for API calls.");
+    raw.input_schema = Some(json!({
+        "type": "object",
+        "properties": {"key": {"type": "string", "writeOnly": true, "default": "sk-live-SECRET"}}
+    }));
+    let (errors, _) = outcome(&raw, &Env::default());
+    assert_eq!(
+        pairs(&errors),
+        expected(&[(
+            "input_schema.properties.key.default",
+            "input_schema.sensitive_default"
+        )])
+    );
+}
+
+#[test]
+fn raw_input_schema_defaults_must_match_their_property() {
+    let mut d = ToolDefinition::new(
+        "count_words",
+        "Counts words in a text. Use for word counts.",
+    );
+    d.input_schema = Some(json!({
+        "type": "object",
+        "properties": {
+            "text": {"type": "string"},
+            "n": {"type": "integer", "default": "x"},
+            "mode": {"$ref": "#/$defs/mode", "default": "fast"},
+            "ok": {"type": "integer", "minimum": 1, "default": 2}
+        },
+        "required": ["text"],
+        "$defs": {"mode": {"enum": ["slow", "exact"]}}
+    }));
+    let (errors, _) = outcome(&d, &Env::default());
+    assert_eq!(
+        pairs(&errors),
+        expected(&[
+            (
+                "input_schema.properties.n.default",
+                "input_schema.default_invalid"
+            ),
+            (
+                "input_schema.properties.mode.default",
+                "input_schema.default_invalid"
+            ),
+        ])
+    );
+}
+
+#[test]
+fn defaults_compare_numbers_by_value_and_null_defaults_are_kept() {
+    let mut d = base();
+    d.parameters.push(
+        Parameter::new("ratio", ParamType::Number)
+            .description("Ratio")
+            .one_of(vec![json!(1.0), json!(2.5)])
+            .default_value(json!(1)),
+    );
+    assert!(outcome(&d, &Env::default()).0.is_empty());
+
+    let file = r#"{"name": "t_null", "description": "Has a null default. Use in tests only.",
+        "parameters": [{"name": "a", "type": "string", "description": "A", "default": null}]}"#;
+    let def = ToolDefinition::parse(file, toolgate_core::Format::Json).unwrap();
+    assert_eq!(def.parameters[0].default, Some(Value::Null));
+    let (errors, _) = outcome(&def, &Env::default());
+    assert_eq!(
+        pairs(&errors),
+        expected(&[("parameters[0].default", "parameter.default_type")])
+    );
+}
+
+#[test]
 fn permission_rules() {
     let cases: &[(&str, Option<&str>)] = &[
         ("tool.filesystem.read", None),
