@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use toolgate_core::{
-    CoreError, Pipeline, PipelineBuilder, RateLimitStage, Registry, ToolDefinition, ToolSpec,
-    ValidationReport,
+    CoreError, CoreErrorKind, Issue, Pipeline, PipelineBuilder, RateLimitStage, Registry,
+    ToolDefinition, ToolSpec, ValidationReport,
 };
 
 use crate::cli::GlobalArgs;
@@ -21,7 +21,7 @@ pub struct App {
 /// One definition file and what became of it.
 pub struct Loaded {
     pub path: PathBuf,
-    pub outcome: Result<ToolSpec, CoreError>,
+    pub outcome: Result<ToolSpec, Failure>,
 }
 
 impl App {
@@ -67,7 +67,7 @@ impl App {
                     eprintln!(
                         "warning: skipped {}: {}",
                         loaded.path.display(),
-                        describe(e)
+                        e.one_line()
                     );
                 }
             }
@@ -99,6 +99,7 @@ pub fn definition_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Registers definitions, retrying those whose dependencies come later, until nothing changes.
+/// Files still waiting then are tried as one batch, so that a cycle among them is named.
 pub fn register_in_order(
     registry: &Registry,
     parsed: Vec<(PathBuf, Result<ToolDefinition, CoreError>)>,
@@ -110,40 +111,70 @@ pub fn register_in_order(
             Ok(def) => pending.push((path, def)),
             Err(e) => done.push(Loaded {
                 path,
-                outcome: Err(e),
+                outcome: Err(Failure::from_error(&e, None)),
             }),
         }
     }
     loop {
         let before = pending.len();
         let mut waiting = Vec::new();
-        let mut last_errors = Vec::new();
         for (path, def) in pending {
             match registry.register_definition(def.clone()) {
                 Ok(spec) => done.push(Loaded {
                     path,
                     outcome: Ok(spec),
                 }),
-                Err(e) if only_unknown_dependencies(&e) => {
-                    last_errors.push(e);
-                    waiting.push((path, def));
-                }
+                Err(e) if only_unknown_dependencies(&e) => waiting.push((path, def, e)),
                 Err(e) => done.push(Loaded {
                     path,
-                    outcome: Err(e),
+                    outcome: Err(Failure::from_error(&e, Some(&def))),
                 }),
             }
         }
-        if waiting.is_empty() || waiting.len() == before {
-            for ((path, _), e) in waiting.into_iter().zip(last_errors) {
-                done.push(Loaded {
-                    path,
-                    outcome: Err(e),
-                });
-            }
+        if waiting.is_empty() {
             break;
         }
-        pending = waiting;
+        if waiting.len() < before {
+            pending = waiting.into_iter().map(|(p, d, _)| (p, d)).collect();
+            continue;
+        }
+        let batch: Vec<ToolDefinition> = waiting.iter().map(|(_, d, _)| d.clone()).collect();
+        match registry.register_definitions(batch) {
+            Ok(specs) => {
+                for ((path, _, _), spec) in waiting.into_iter().zip(specs) {
+                    done.push(Loaded {
+                        path,
+                        outcome: Ok(spec),
+                    });
+                }
+            }
+            Err(batch_error) => {
+                let cycle = batch_error
+                    .report()
+                    .is_some_and(|r| r.errors.iter().any(|i| i.code == "depends_on.cycle"));
+                let names: Vec<String> = waiting.iter().map(|(_, d, _)| d.name.clone()).collect();
+                for (path, def, e) in waiting {
+                    let failure = if cycle {
+                        Failure::issue(
+                            "depends_on",
+                            "depends_on.cycle",
+                            format!(
+                                "{} is part of a dependency cycle among {}; remove one of the dependencies",
+                                def.name,
+                                names.join(", ")
+                            ),
+                        )
+                    } else {
+                        Failure::from_error(&e, Some(&def))
+                    };
+                    done.push(Loaded {
+                        path,
+                        outcome: Err(failure),
+                    });
+                }
+            }
+        }
+        break;
     }
     done
 }
@@ -154,15 +185,86 @@ fn only_unknown_dependencies(e: &CoreError) -> bool {
     })
 }
 
-/// A one-line description of a load failure.
-pub fn describe(e: &CoreError) -> String {
-    match e.report() {
-        Some(r) => r
-            .errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-        None => e.to_string(),
+/// Why a definition file did not load: every problem found, or one message when the file could
+/// not even be read or parsed.
+#[derive(Debug)]
+pub struct Failure {
+    pub report: Option<ValidationReport>,
+    pub message: String,
+}
+
+impl Failure {
+    /// From a registry or parse error. A name clash (built-in or duplicate) is reported at
+    /// `name` together with whatever else is wrong with the definition.
+    pub fn from_error(e: &CoreError, def: Option<&ToolDefinition>) -> Self {
+        let message = match e {
+            CoreError::InFile { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        if let Some(r) = e.report() {
+            return Self {
+                report: Some(r.clone()),
+                message,
+            };
+        }
+        let clash = match e.kind() {
+            CoreErrorKind::Forbidden => Some("name.builtin"),
+            CoreErrorKind::Conflict => Some("name.duplicate"),
+            _ => None,
+        };
+        match (clash, def) {
+            (Some(code), Some(def)) => {
+                let mut report = match toolgate_core::validate(def) {
+                    Ok(spec) => ValidationReport {
+                        errors: Vec::new(),
+                        warnings: spec.warnings().to_vec(),
+                    },
+                    Err(report) => report,
+                };
+                report.errors.insert(
+                    0,
+                    Issue {
+                        path: "name".into(),
+                        code: code.into(),
+                        message: message.clone(),
+                    },
+                );
+                Self {
+                    report: Some(report),
+                    message,
+                }
+            }
+            _ => Self {
+                report: None,
+                message,
+            },
+        }
+    }
+
+    fn issue(path: &str, code: &str, message: String) -> Self {
+        Self {
+            report: Some(ValidationReport {
+                errors: vec![Issue {
+                    path: path.into(),
+                    code: code.into(),
+                    message: message.clone(),
+                }],
+                warnings: Vec::new(),
+            }),
+            message,
+        }
+    }
+
+    /// One line: every error, or the message.
+    pub fn one_line(&self) -> String {
+        match &self.report {
+            Some(r) => r
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+            None => self.message.clone(),
+        }
     }
 }

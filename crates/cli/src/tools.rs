@@ -327,35 +327,19 @@ pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<Exit
 }
 
 fn file_report(l: &app::Loaded) -> Value {
+    let file = l.path.display().to_string();
     match &l.outcome {
         Ok(spec) => {
-            json!({"file": l.path.display().to_string(), "name": spec.name().as_str(), "valid": true, "errors": [], "warnings": spec.warnings()})
+            json!({"file": file, "name": spec.name().as_str(), "valid": true, "errors": [], "warnings": spec.warnings()})
         }
-        Err(e) => match e.report() {
+        Err(f) => match &f.report {
             Some(r) => {
-                json!({"file": l.path.display().to_string(), "valid": false, "errors": r.errors, "warnings": r.warnings})
+                json!({"file": file, "valid": false, "errors": r.errors, "warnings": r.warnings})
             }
             None => {
-                json!({"file": l.path.display().to_string(), "valid": false, "errors": [{"path": "", "code": code_of(e), "message": message_of(e)}], "warnings": []})
+                json!({"file": file, "valid": false, "errors": [{"path": "", "code": "file.unreadable", "message": f.message}], "warnings": []})
             }
         },
-    }
-}
-
-fn code_of(e: &CoreError) -> &'static str {
-    match e.kind() {
-        toolgate_core::CoreErrorKind::Parse => "file.parse",
-        toolgate_core::CoreErrorKind::Io => "file.io",
-        toolgate_core::CoreErrorKind::Conflict => "name.duplicate",
-        toolgate_core::CoreErrorKind::Forbidden => "name.builtin",
-        _ => "definition.invalid",
-    }
-}
-
-fn message_of(e: &CoreError) -> String {
-    match e {
-        CoreError::InFile { source, .. } => source.to_string(),
-        other => other.to_string(),
     }
 }
 
@@ -369,9 +353,9 @@ fn file_text(l: &app::Loaded) -> String {
                 t.push_str(&format!("  warning  {w}\n"));
             }
         }
-        Err(e) => {
+        Err(f) => {
             t.push_str(&format!("invalid  {path}\n"));
-            match e.report() {
+            match &f.report {
                 Some(r) => {
                     for i in &r.errors {
                         t.push_str(&format!("  error    {i}\n"));
@@ -380,7 +364,7 @@ fn file_text(l: &app::Loaded) -> String {
                         t.push_str(&format!("  warning  {w}\n"));
                     }
                 }
-                None => t.push_str(&format!("  error    {}\n", message_of(e))),
+                None => t.push_str(&format!("  error    {}\n", f.message)),
             }
         }
     }

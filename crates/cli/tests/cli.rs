@@ -755,3 +755,59 @@ fn ctrl_c_at_the_prompt_cancels_and_exits() {
     assert!(text.contains("Request was cancelled"), "{text}");
     assert!(!sb.path().join("p.txt").exists());
 }
+
+#[test]
+fn tools_validate_reports_a_name_clash_with_every_other_problem_and_names_cycles() {
+    let sb = Sandbox::new();
+    let clash = sb.write(
+        "clash.json",
+        r#"{"name": "read_file", "description": "", "constraints": {"timeout_ms": 1}}"#,
+    );
+    let report = sb
+        .run(&["tools", "validate", clash.to_str().unwrap(), "--json"])
+        .expect(1)
+        .json();
+    let issues: Vec<(String, String)> = report["files"][0]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_owned(),
+                e["code"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for want in [
+        ("name", "name.builtin"),
+        ("description", "description.empty"),
+        ("constraints.timeout_ms", "constraints.timeout_range"),
+    ] {
+        assert!(
+            issues.contains(&(want.0.into(), want.1.into())),
+            "{want:?} missing in {issues:?}"
+        );
+    }
+
+    let a = sb.write("a.toml", "name = \"alpha_tool\"\ndescription = \"Uses beta_tool to do its job well.\"\ndepends_on = [\"beta_tool\"]\n");
+    let b = sb.write("b.yaml", "name: beta_tool\ndescription: Uses alpha_tool to do its job well.\ndepends_on: [alpha_tool]\n");
+    let report = sb
+        .run(&[
+            "tools",
+            "validate",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--json",
+        ])
+        .expect(1)
+        .json();
+    for file in report["files"].as_array().unwrap() {
+        assert_eq!(file["errors"][0]["code"], "depends_on.cycle", "{file}");
+        assert!(
+            file["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("alpha_tool, beta_tool")
+        );
+    }
+}
