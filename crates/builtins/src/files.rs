@@ -204,6 +204,18 @@ fn check_readable(given: &str, meta: &fs::Metadata) -> Result<(), ToolError> {
             "Not a regular file: {given} (read_file reads regular files only)"
         )));
     }
+    // A hard link made before the jail existed may share its content with a file outside the
+    // root, and nothing tells where the other links are: refuse rather than guess.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.nlink() > 1 {
+            return Err(ToolError::authorization(format!(
+                "Permission denied: {given} (the file has {} hard links, so it may be shared with a file outside the root)",
+                meta.nlink()
+            )));
+        }
+    }
     if meta.len() > MAX_FILE_BYTES {
         return Err(too_large(given, meta.len()));
     }

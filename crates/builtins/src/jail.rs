@@ -12,11 +12,18 @@ use toolgate_core::ToolError;
 
 use crate::error::BuiltinError;
 
+/// Longest path a caller may give, in bytes (checked before anything touches the disk).
+pub const MAX_PATH_BYTES: usize = 4096;
+/// Most components a caller's path may have (so a failing deep write cannot litter the root
+/// with directories).
+pub const MAX_PATH_DEPTH: usize = 64;
+
 /// A root directory that file tools cannot leave. Cheap to share behind an `Arc`.
 ///
 /// Rules, in order:
 ///
-/// 1. The path must be non-empty and free of NUL bytes (`validation` otherwise).
+/// 1. The path must be non-empty, at most [`MAX_PATH_BYTES`] long with at most
+///    [`MAX_PATH_DEPTH`] components, and free of NUL bytes (`validation` otherwise).
 /// 2. It is normalized *lexically*: `.` is dropped and `..` removes the previous component. A
 ///    relative path whose `..` would climb above the root is refused. An absolute path must lie
 ///    inside the root (its canonical form, or the form it was given in) after normalization.
@@ -114,6 +121,17 @@ impl Jail {
             return Err(ToolError::validation(
                 "Path is empty: give a path relative to the root, like notes.txt (use . for the root itself)",
             ));
+        }
+        if given.len() > MAX_PATH_BYTES {
+            return Err(ToolError::validation(format!(
+                "Path is too long: {} bytes (at most {MAX_PATH_BYTES})",
+                given.len()
+            )));
+        }
+        if Path::new(given).components().count() > MAX_PATH_DEPTH {
+            return Err(ToolError::validation(format!(
+                "Path is too deep: more than {MAX_PATH_DEPTH} components"
+            )));
         }
         if given.contains('\0') {
             return Err(ToolError::validation(format!(

@@ -32,7 +32,7 @@ pub use files::{
     ListDirectory, MAX_FILE_BYTES, MAX_LIST_ENTRIES, READ_ENCODINGS, READ_FILE,
     READ_FILE_DESCRIPTION, ReadFile, WRITE_FILE, WRITE_FILE_DESCRIPTION, WriteFile,
 };
-pub use jail::Jail;
+pub use jail::{Jail, MAX_PATH_BYTES, MAX_PATH_DEPTH};
 
 /// The names of the built-in tools, in the order [`builtin_tools`] returns them.
 pub const BUILTIN_NAMES: &[&str] = &[

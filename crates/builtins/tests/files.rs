@@ -656,3 +656,39 @@ fn the_root_must_be_an_existing_directory() {
     let relative = Jail::new(Path::new(".")).unwrap();
     assert!(relative.root().is_absolute());
 }
+
+#[tokio::test]
+async fn hard_links_are_not_read_because_they_may_share_an_outside_file() {
+    let f = fixture();
+    fs::hard_link(f.outside.join("secret.txt"), f.root.join("hard.txt")).unwrap();
+    let read = ReadFile::new(f.jail.clone());
+    let err = run(&read, json!({"path": "hard.txt"})).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Authorization);
+    assert!(
+        err.message().starts_with("Permission denied: hard.txt"),
+        "{}",
+        err.message()
+    );
+    assert!(!err.message().contains("top secret"));
+}
+
+#[tokio::test]
+async fn overlong_or_overdeep_paths_are_refused_before_touching_the_disk() {
+    let f = fixture();
+    let write = WriteFile::new(f.jail.clone());
+    let deep = "a/".repeat(3000) + "x.txt";
+    let err = run(&write, json!({"path": deep, "content": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    let deep = "d/".repeat(70) + "x.txt";
+    let err = run(&write, json!({"path": deep, "content": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert!(err.message().contains("too deep"), "{}", err.message());
+    assert!(
+        !f.root.join("a").exists() && !f.root.join("d").exists(),
+        "no directories may be left behind"
+    );
+}
