@@ -1883,6 +1883,18 @@ impl toolgate_core::Stage for PanickingStage {
 
 struct PanickingObserver(Arc<AtomicU32>);
 
+/// Panics before it even returns a future.
+struct EagerlyPanickingObserver;
+
+impl toolgate_core::CallObserver for EagerlyPanickingObserver {
+    fn on_call<'a>(
+        &'a self,
+        _record: &'a toolgate_core::CallRecord<'a>,
+    ) -> toolgate_core::BoxFuture<'a, ()> {
+        panic!("eager observer bug")
+    }
+}
+
 impl toolgate_core::CallObserver for PanickingObserver {
     fn on_call<'a>(
         &'a self,
@@ -1906,6 +1918,7 @@ async fn a_panicking_stage_or_observer_still_yields_one_result() {
 
     let seen = Arc::new(AtomicU32::new(0));
     let p = PipelineBuilder::new(registry(vec![ok()]))
+        .observer(Arc::new(EagerlyPanickingObserver))
         .observer(Arc::new(PanickingObserver(seen.clone())))
         .build();
     let r = p.call(CallRequest::new("fine", json!({}))).await;

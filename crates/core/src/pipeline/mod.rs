@@ -423,8 +423,17 @@ impl Pipeline {
             principal: &call.request.principal,
         };
         for observer in self.observers.iter() {
-            let observed = AssertUnwindSafe(observer.on_call(&record)).catch_unwind();
-            if let Err(panic) = observed.instrument(span.clone()).await {
+            let observed =
+                match std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_call(&record))) {
+                    Ok(future) => {
+                        AssertUnwindSafe(future)
+                            .catch_unwind()
+                            .instrument(span.clone())
+                            .await
+                    }
+                    Err(panic) => Err(panic),
+                };
+            if let Err(panic) = observed {
                 tracing::error!(panic = %panic_message(panic.as_ref()), "a call observer panicked");
             }
         }
