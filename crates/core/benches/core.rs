@@ -173,7 +173,7 @@ fn bench_registry(c: &mut Criterion) {
             )
         })
         .collect();
-    let vec_page = |category: Category, effect: Option<Effect>, tag: Option<&str>| -> usize {
+    let vec_page = |category: Category, effect: Option<Effect>, tag: Option<&str>| -> Vec<String> {
         plain
             .iter()
             .filter(|(_, c, e, tags)| {
@@ -183,7 +183,7 @@ fn bench_registry(c: &mut Criterion) {
             })
             .take(51)
             .map(|(name, ..)| name.clone())
-            .count()
+            .collect::<Vec<String>>()
     };
     g.bench_function("baseline_vec_filter_category_page50", |b| {
         b.iter(|| vec_page(black_box(Category::Network), None, None))
