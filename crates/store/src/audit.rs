@@ -1,0 +1,660 @@
+//! The audit log: append-only entries in one SHA-256 hash chain, plus large outputs kept apart.
+//!
+//! Each entry is `started` (written before a write/delete/side_effect call runs) or `finished`
+//! (every call's outcome). `hash = SHA-256(prev_hash || canonical JSON of the entry's content)`,
+//! where the content is every stored column except `prev_hash` and `hash` (and includes `seq`),
+//! and the first entry's `prev_hash` is 64 zeros. Appends are serialized by the store's write lock,
+//! so the chain cannot fork. A `finished` entry whose output was stored apart carries the
+//! output's SHA-256, so [`Store::verify`] also detects an altered or removed output.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use toolgate_core::{CallId, ErrorKind, Outcome, Principal, ToolResult, ToolSpec, write_canonical};
+
+use crate::error::StoreError;
+use crate::{LOCK_AUDIT, Store, from_json, now, on_pool, parse_ts, ts, write_tx};
+
+/// `prev_hash` of the first entry.
+const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// Rows read per round trip by [`Store::verify`].
+const VERIFY_PAGE: i64 = 1000;
+
+/// The entry written before a side-effecting call runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditStart {
+    pub call_id: CallId,
+    pub tool: String,
+    pub definition_hash: String,
+    /// The principal's id.
+    pub principal: String,
+    /// Arguments with sensitive values already redacted by the caller.
+    pub input: Value,
+    /// When the call was about to run.
+    #[serde(serialize_with = "millis")]
+    pub fetched_at: DateTime<Utc>,
+}
+
+/// The outcome of one call, as kept in the log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuditRecord {
+    /// Position in the chain; `None` until stored.
+    pub seq: Option<i64>,
+    pub call_id: CallId,
+    pub tool: String,
+    /// `None` when the tool was not found.
+    pub definition_hash: Option<String>,
+    /// The principal's id.
+    pub principal: String,
+    /// Arguments with sensitive values redacted.
+    pub input: Value,
+    /// Data or error. When `output_ref` is set the data is kept apart and this is `Data(Null)`;
+    /// read it with [`Store::output`].
+    pub outcome: Outcome,
+    pub attempts: u32,
+    pub duration_ms: f64,
+    pub fetched_at: DateTime<Utc>,
+    pub truncated: bool,
+    pub output_ref: Option<String>,
+    /// When the entry was appended; `None` until stored.
+    pub recorded_at: Option<DateTime<Utc>>,
+}
+
+impl AuditRecord {
+    /// The record of a finished call (what [`crate::AuditObserver`] writes). The envelope's input
+    /// is already redacted by the pipeline. Data is dropped when the output was stored apart.
+    pub fn from_result(
+        result: &ToolResult,
+        spec: Option<&ToolSpec>,
+        principal: &Principal,
+    ) -> Self {
+        let outcome = match (&result.outcome, &result.output_ref) {
+            (Outcome::Data(_), Some(_)) => Outcome::Data(Value::Null),
+            (other, _) => other.clone(),
+        };
+        Self {
+            seq: None,
+            call_id: result.call_id,
+            tool: result.tool.clone(),
+            definition_hash: spec.map(|s| s.definition_hash().to_owned()),
+            principal: principal.id.as_str().to_owned(),
+            input: result.input.clone(),
+            outcome,
+            attempts: result.attempts,
+            duration_ms: result.duration_ms,
+            fetched_at: result.fetched_at,
+            truncated: result.truncated,
+            output_ref: result.output_ref.clone(),
+            recorded_at: None,
+        }
+    }
+
+    /// The error kind, if the call failed.
+    pub fn error_kind(&self) -> Option<ErrorKind> {
+        match &self.outcome {
+            Outcome::Error { kind, .. } => Some(*kind),
+            Outcome::Data(_) => None,
+        }
+    }
+}
+
+fn millis<S: Serializer>(at: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&at.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+impl Serialize for AuditRecord {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        if let Some(seq) = self.seq {
+            map.serialize_entry("seq", &seq)?;
+        }
+        map.serialize_entry("callId", &self.call_id)?;
+        map.serialize_entry("tool", &self.tool)?;
+        map.serialize_entry("definitionHash", &self.definition_hash)?;
+        map.serialize_entry("principal", &self.principal)?;
+        map.serialize_entry("input", &self.input)?;
+        match &self.outcome {
+            Outcome::Data(data) => {
+                if self.output_ref.is_none() {
+                    map.serialize_entry("data", data)?;
+                }
+            }
+            Outcome::Error { kind, message } => {
+                map.serialize_entry("error", message)?;
+                map.serialize_entry("errorKind", kind)?;
+            }
+        }
+        map.serialize_entry("attempts", &self.attempts)?;
+        map.serialize_entry("durationMs", &self.duration_ms)?;
+        map.serialize_entry(
+            "fetchedAt",
+            &self.fetched_at.to_rfc3339_opts(SecondsFormat::Millis, true),
+        )?;
+        if self.truncated {
+            map.serialize_entry("truncated", &true)?;
+        }
+        if let Some(r) = &self.output_ref {
+            map.serialize_entry("outputRef", r)?;
+        }
+        if let Some(at) = &self.recorded_at {
+            map.serialize_entry(
+                "recordedAt",
+                &at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            )?;
+        }
+        map.end()
+    }
+}
+
+/// What [`Store::audit`] lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Only calls of this tool.
+    pub tool: Option<String>,
+    /// At most this many records (default 50).
+    pub limit: u32,
+    /// Only records with a smaller `seq` (the cursor: pass the last record's `seq`).
+    pub before: Option<i64>,
+}
+
+impl Default for AuditQuery {
+    fn default() -> Self {
+        Self {
+            tool: None,
+            limit: 50,
+            before: None,
+        }
+    }
+}
+
+/// Everything the log knows about one call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuditCall {
+    /// The entry written before a side-effecting call ran (none for read-only tools).
+    pub started: Option<AuditStart>,
+    /// The outcome, if the call finished.
+    pub finished: Option<AuditRecord>,
+}
+
+impl AuditCall {
+    /// Started but never finished: the process died during the call, which may have had its effect.
+    pub fn interrupted(&self) -> bool {
+        self.started.is_some() && self.finished.is_none()
+    }
+}
+
+impl Serialize for AuditCall {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("started", &self.started)?;
+        map.serialize_entry("finished", &self.finished)?;
+        map.serialize_entry("interrupted", &self.interrupted())?;
+        map.end()
+    }
+}
+
+/// The result of [`Store::verify`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyReport {
+    /// Entries checked.
+    pub entries: u64,
+    pub ok: bool,
+    pub first_broken: Option<BrokenLink>,
+}
+
+/// Where the chain first breaks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokenLink {
+    /// The first entry that does not check out.
+    pub seq: i64,
+    pub reason: String,
+}
+
+impl fmt::Display for BrokenLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "entry {}: {}", self.seq, self.reason)
+    }
+}
+
+/// One row of `audit_log`, as stored.
+#[derive(Clone, Debug)]
+struct Entry {
+    seq: i64,
+    kind: String,
+    call_id: String,
+    tool: String,
+    definition_hash: Option<String>,
+    principal: String,
+    input_json: String,
+    error_kind: Option<String>,
+    error: Option<String>,
+    data_json: Option<String>,
+    output_ref: Option<String>,
+    output_sha256: Option<String>,
+    attempts: Option<i64>,
+    duration_ms: Option<f64>,
+    fetched_at: String,
+    truncated: bool,
+    recorded_at: String,
+    prev_hash: String,
+    hash: String,
+}
+
+impl Entry {
+    /// SHA-256 over `prev_hash` followed by the canonical JSON of the content columns.
+    fn compute_hash(&self) -> String {
+        let content = json!({
+            "seq": self.seq,
+            "kind": self.kind,
+            "callId": self.call_id,
+            "tool": self.tool,
+            "definitionHash": self.definition_hash,
+            "principal": self.principal,
+            "input": self.input_json,
+            "errorKind": self.error_kind,
+            "error": self.error,
+            "data": self.data_json,
+            "outputRef": self.output_ref,
+            "outputSha256": self.output_sha256,
+            "attempts": self.attempts,
+            "durationMs": self.duration_ms,
+            "fetchedAt": self.fetched_at,
+            "truncated": self.truncated,
+            "recordedAt": self.recorded_at,
+        });
+        let mut canonical = String::new();
+        write_canonical(&content, &mut canonical);
+        let mut hasher = Sha256::new();
+        hasher.update(self.prev_hash.as_bytes());
+        hasher.update(canonical.as_bytes());
+        hex(&hasher.finalize())
+    }
+
+    fn new(kind: &str, call_id: CallId, tool: &str, principal: &str, input: &Value) -> Self {
+        Self {
+            seq: 0,
+            kind: kind.to_owned(),
+            call_id: call_id.to_string(),
+            tool: clean(tool),
+            definition_hash: None,
+            principal: clean(principal),
+            input_json: input.to_string(),
+            error_kind: None,
+            error: None,
+            data_json: None,
+            output_ref: None,
+            output_sha256: None,
+            attempts: None,
+            duration_ms: None,
+            fetched_at: String::new(),
+            truncated: false,
+            recorded_at: String::new(),
+            prev_hash: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    fn call_id(&self) -> Result<CallId, StoreError> {
+        CallId::parse(&self.call_id).map_err(StoreError::Corrupt)
+    }
+
+    fn into_start(self) -> Result<AuditStart, StoreError> {
+        Ok(AuditStart {
+            call_id: self.call_id()?,
+            input: from_json(&self.input_json, "audit input")?,
+            fetched_at: parse_ts(&self.fetched_at)?,
+            definition_hash: self.definition_hash.unwrap_or_default(),
+            tool: self.tool,
+            principal: self.principal,
+        })
+    }
+
+    fn into_record(self) -> Result<AuditRecord, StoreError> {
+        let outcome = match (&self.error_kind, &self.error) {
+            (Some(kind), message) => Outcome::Error {
+                kind: serde_json::from_value(Value::String(kind.clone()))
+                    .map_err(|e| StoreError::Corrupt(format!("audit error kind {kind:?}: {e}")))?,
+                message: message.clone().unwrap_or_default(),
+            },
+            (None, _) => Outcome::Data(match &self.data_json {
+                Some(d) => from_json(d, "audit data")?,
+                None => Value::Null,
+            }),
+        };
+        Ok(AuditRecord {
+            seq: Some(self.seq),
+            call_id: self.call_id()?,
+            input: from_json(&self.input_json, "audit input")?,
+            outcome,
+            attempts: u32::try_from(self.attempts.unwrap_or(0)).unwrap_or(0),
+            duration_ms: self.duration_ms.unwrap_or(0.0),
+            fetched_at: parse_ts(&self.fetched_at)?,
+            truncated: self.truncated,
+            recorded_at: Some(parse_ts(&self.recorded_at)?),
+            tool: self.tool,
+            definition_hash: self.definition_hash,
+            principal: self.principal,
+            output_ref: self.output_ref,
+        })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// PostgreSQL text cannot hold NUL; free text from callers and tools has it replaced (before
+/// hashing, so the stored row is what was hashed).
+fn clean(text: &str) -> String {
+    text.replace('\0', "\u{fffd}")
+}
+
+const ENTRY_COLUMNS: &str = "seq, kind, call_id, tool, definition_hash, principal, input_json, error_kind, error, data_json, output_ref, output_sha256, attempts, duration_ms, fetched_at, truncated, recorded_at, prev_hash, hash";
+
+macro_rules! entry_from_row {
+    ($row:expr) => {{
+        use sqlx::Row;
+        let row = &$row;
+        let e = || StoreError::db("reading the audit log");
+        Entry {
+            seq: row.try_get("seq").map_err(e())?,
+            kind: row.try_get("kind").map_err(e())?,
+            call_id: row.try_get("call_id").map_err(e())?,
+            tool: row.try_get("tool").map_err(e())?,
+            definition_hash: row.try_get("definition_hash").map_err(e())?,
+            principal: row.try_get("principal").map_err(e())?,
+            input_json: row.try_get("input_json").map_err(e())?,
+            error_kind: row.try_get("error_kind").map_err(e())?,
+            error: row.try_get("error").map_err(e())?,
+            data_json: row.try_get("data_json").map_err(e())?,
+            output_ref: row.try_get("output_ref").map_err(e())?,
+            output_sha256: row.try_get("output_sha256").map_err(e())?,
+            attempts: row.try_get("attempts").map_err(e())?,
+            duration_ms: row.try_get("duration_ms").map_err(e())?,
+            fetched_at: row.try_get("fetched_at").map_err(e())?,
+            truncated: row.try_get("truncated").map_err(e())?,
+            recorded_at: row.try_get("recorded_at").map_err(e())?,
+            prev_hash: row.try_get("prev_hash").map_err(e())?,
+            hash: row.try_get("hash").map_err(e())?,
+        }
+    }};
+}
+
+fn entries_sql(filter: &str) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(format!("SELECT {ENTRY_COLUMNS} FROM audit_log {filter}"))
+}
+
+impl Store {
+    /// Appends `entry` to the chain under the audit write lock and commits (durably) before
+    /// returning. Fills in `seq`, `recorded_at`, `prev_hash` and `hash`.
+    async fn append(&self, mut entry: Entry) -> Result<i64, StoreError> {
+        write_tx!(self, LOCK_AUDIT, tx => {
+            let last: Option<(i64, String)> =
+                sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(StoreError::db("reading the audit log"))?;
+            let (seq, prev) = last.unwrap_or((0, GENESIS.to_owned()));
+            if entry.output_ref.is_some() {
+                entry.output_sha256 =
+                    sqlx::query_scalar("SELECT sha256 FROM audit_outputs WHERE call_id = $1")
+                        .bind(&entry.call_id)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(StoreError::db("reading a stored output's hash"))?;
+            }
+            entry.seq = seq + 1;
+            entry.prev_hash = prev;
+            entry.recorded_at = ts(now());
+            entry.hash = entry.compute_hash();
+            sqlx::query(
+                "INSERT INTO audit_log (seq, kind, call_id, tool, definition_hash, principal, input_json, \
+                 error_kind, error, data_json, output_ref, output_sha256, attempts, duration_ms, fetched_at, truncated, \
+                 recorded_at, prev_hash, hash) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+            )
+            .bind(entry.seq)
+            .bind(&entry.kind)
+            .bind(&entry.call_id)
+            .bind(&entry.tool)
+            .bind(&entry.definition_hash)
+            .bind(&entry.principal)
+            .bind(&entry.input_json)
+            .bind(&entry.error_kind)
+            .bind(&entry.error)
+            .bind(&entry.data_json)
+            .bind(&entry.output_ref)
+            .bind(&entry.output_sha256)
+            .bind(entry.attempts)
+            .bind(entry.duration_ms)
+            .bind(&entry.fetched_at)
+            .bind(entry.truncated)
+            .bind(&entry.recorded_at)
+            .bind(&entry.prev_hash)
+            .bind(&entry.hash)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::db("writing the audit log"))?;
+        });
+        Ok(entry.seq)
+    }
+
+    /// Records, durably, that a side-effecting call is about to run. Commits before returning.
+    pub async fn audit_started(&self, entry: &AuditStart) -> Result<(), StoreError> {
+        let mut e = Entry::new(
+            "started",
+            entry.call_id,
+            &entry.tool,
+            &entry.principal,
+            &entry.input,
+        );
+        e.definition_hash = Some(entry.definition_hash.clone());
+        e.fetched_at = ts(entry.fetched_at);
+        self.append(e).await.map(|_| ())
+    }
+
+    /// Records a call's outcome. Data is not stored when `output_ref` is set.
+    pub async fn audit_finished(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        let mut e = Entry::new(
+            "finished",
+            record.call_id,
+            &record.tool,
+            &record.principal,
+            &record.input,
+        );
+        e.definition_hash = record.definition_hash.clone();
+        match &record.outcome {
+            Outcome::Data(data) => {
+                if record.output_ref.is_none() {
+                    e.data_json = Some(data.to_string());
+                }
+            }
+            Outcome::Error { kind, message } => {
+                e.error_kind = Some(kind.as_str().to_owned());
+                e.error = Some(clean(message));
+            }
+        }
+        e.output_ref = record.output_ref.clone();
+        e.attempts = Some(i64::from(record.attempts));
+        e.duration_ms = Some(record.duration_ms);
+        e.fetched_at = ts(record.fetched_at);
+        e.truncated = record.truncated;
+        self.append(e).await.map(|_| ())
+    }
+
+    /// Keeps a large output apart from the log; returns its reference,
+    /// `toolgate:output/<call id>`. Storing again for the same call replaces the bytes.
+    pub async fn store_output(&self, call_id: CallId, bytes: &[u8]) -> Result<String, StoreError> {
+        let digest = hex_sha256(bytes);
+        let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        on_pool!(self, p => {
+            sqlx::query(
+                "INSERT INTO audit_outputs (call_id, bytes, size, sha256, stored_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (call_id) DO UPDATE SET bytes = excluded.bytes, size = excluded.size, \
+                 sha256 = excluded.sha256, stored_at = excluded.stored_at",
+            )
+            .bind(call_id.to_string())
+            .bind(bytes)
+            .bind(size)
+            .bind(&digest)
+            .bind(ts(now()))
+            .execute(p)
+            .await
+            .map_err(StoreError::db("storing a call's output"))?;
+        });
+        Ok(format!("toolgate:output/{call_id}"))
+    }
+
+    /// A stored output, byte for byte, if the call's output was kept apart.
+    pub async fn output(&self, call_id: CallId) -> Result<Option<Vec<u8>>, StoreError> {
+        on_pool!(self, p => {
+            sqlx::query_scalar("SELECT bytes FROM audit_outputs WHERE call_id = $1")
+                .bind(call_id.to_string())
+                .fetch_optional(p)
+                .await
+                .map_err(StoreError::db("reading a call's output"))
+        })
+    }
+
+    /// Finished calls, newest first.
+    pub async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let sql = entries_sql(
+            "WHERE kind = 'finished' AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR seq < $2) \
+             ORDER BY seq DESC LIMIT $3",
+        );
+        on_pool!(self, p => {
+            let rows = sqlx::query(sql)
+                .bind(query.tool.as_deref())
+                .bind(query.before)
+                .bind(i64::from(query.limit))
+                .fetch_all(p)
+                .await
+                .map_err(StoreError::db("reading the audit log"))?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                out.push(entry_from_row!(row).into_record()?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// The `started` and `finished` entries of one call; `None` if the log has neither.
+    pub async fn audit_call(&self, call_id: CallId) -> Result<Option<AuditCall>, StoreError> {
+        let sql = entries_sql("WHERE call_id = $1 ORDER BY seq");
+        let entries: Vec<Entry> = on_pool!(self, p => {
+            let rows = sqlx::query(sql)
+                .bind(call_id.to_string())
+                .fetch_all(p)
+                .await
+                .map_err(StoreError::db("reading the audit log"))?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                out.push(entry_from_row!(row));
+            }
+            out
+        });
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let mut call = AuditCall {
+            started: None,
+            finished: None,
+        };
+        for entry in entries {
+            match entry.kind.as_str() {
+                "started" => call.started = Some(entry.into_start()?),
+                _ => call.finished = Some(entry.into_record()?),
+            }
+        }
+        Ok(Some(call))
+    }
+
+    /// Walks the chain in `seq` order and reports the first entry that was altered (its content
+    /// no longer matches its hash) or follows a removed one (a gap in `seq`, or a `prev_hash` that
+    /// is not the previous entry's hash). Removing the newest entries leaves no trace in the chain
+    /// itself; compare `entries` with an earlier report to notice that.
+    pub async fn verify(&self) -> Result<VerifyReport, StoreError> {
+        let sql = entries_sql("WHERE seq > $1 ORDER BY seq LIMIT $2");
+        let sql: sqlx::SqlStr = sqlx::SqlSafeStr::into_sql_str(sql);
+        let mut entries = 0u64;
+        let mut last_seq = 0i64;
+        let mut last_hash = GENESIS.to_owned();
+        loop {
+            let page: Vec<Entry> = on_pool!(self, p => {
+                let rows = sqlx::query(sql.clone())
+                    .bind(last_seq)
+                    .bind(VERIFY_PAGE)
+                    .fetch_all(p)
+                    .await
+                    .map_err(StoreError::db("reading the audit log"))?;
+                let mut out = Vec::with_capacity(rows.len());
+                for row in rows {
+                    out.push(entry_from_row!(row));
+                }
+                out
+            });
+            if page.is_empty() {
+                break;
+            }
+            for entry in page {
+                let broken = |reason: String| {
+                    Ok(VerifyReport {
+                        entries,
+                        ok: false,
+                        first_broken: Some(BrokenLink {
+                            seq: entry.seq,
+                            reason,
+                        }),
+                    })
+                };
+                if entry.seq != last_seq + 1 {
+                    return broken(format!(
+                        "entries {} to {} are missing (removed from the log)",
+                        last_seq + 1,
+                        entry.seq - 1
+                    ));
+                }
+                if entry.prev_hash != last_hash {
+                    return broken(
+                        "its prev_hash is not the hash of the entry before it (an earlier entry was altered or replaced)"
+                            .to_owned(),
+                    );
+                }
+                if entry.compute_hash() != entry.hash {
+                    return broken(
+                        "its content does not match its hash (the entry was altered)".to_owned(),
+                    );
+                }
+                if let Some(expected) = &entry.output_sha256 {
+                    let id = entry.call_id()?;
+                    let actual = self.output(id).await?.map(|b| hex_sha256(&b));
+                    if actual.as_deref() != Some(expected.as_str()) {
+                        return broken(
+                            "the output stored apart for this call was altered or removed"
+                                .to_owned(),
+                        );
+                    }
+                }
+                entries += 1;
+                last_seq = entry.seq;
+                last_hash = entry.hash;
+            }
+        }
+        Ok(VerifyReport {
+            entries,
+            ok: true,
+            first_broken: None,
+        })
+    }
+}

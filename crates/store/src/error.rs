@@ -1,0 +1,114 @@
+//! [`StoreError`]: every failure of the store, each naming the thing and the fix.
+
+use std::fmt;
+
+/// The class of a [`StoreError`], for callers that map errors to exit codes or HTTP statuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StoreErrorKind {
+    /// The tool (or call) does not exist.
+    NotFound,
+    /// A live definition already has that name.
+    Conflict,
+    /// The plan in force does not allow this.
+    PlanLimit,
+    /// The database cannot be reached, opened, migrated or written.
+    Unavailable,
+    /// Stored data does not read back as what was written.
+    Corrupt,
+    /// The request itself is malformed (bad URL, bad schema name).
+    Invalid,
+}
+
+impl fmt::Display for StoreErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotFound => "not_found",
+            Self::Conflict => "conflict",
+            Self::PlanLimit => "plan_limit",
+            Self::Unavailable => "unavailable",
+            Self::Corrupt => "corrupt",
+            Self::Invalid => "invalid",
+        })
+    }
+}
+
+/// A store failure. Messages never contain a database password.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// `DbUrl::parse` refused the text.
+    #[error(
+        "Invalid database URL {url}: {reason} (use sqlite:PATH, sqlite://PATH or postgres://USER@HOST/DB)"
+    )]
+    InvalidUrl { url: String, reason: String },
+    /// A request the store cannot act on (for example a bad Postgres schema name).
+    #[error("{0}")]
+    Invalid(String),
+    /// The database could not be opened or connected to.
+    #[error("Cannot open database {url}: {source} ({hint})")]
+    Open {
+        url: String,
+        hint: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Migrations could not be applied.
+    #[error(
+        "Cannot prepare database {url}: applying migrations failed: {source} (was it created by a newer toolgate, or edited by hand?)"
+    )]
+    Migrate {
+        url: String,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    /// No such custom tool (or call).
+    #[error("{0}")]
+    NotFound(String),
+    /// A live custom tool already has the name.
+    #[error(
+        "A custom tool named `{0}` already exists (use `toolgate tools update` to change it, or `toolgate tools rm {0}` first)"
+    )]
+    Conflict(String),
+    /// The plan's custom-definition limit would be exceeded.
+    #[error("{message}")]
+    PlanLimit {
+        plan: String,
+        limit: u64,
+        message: String,
+    },
+    /// A query failed.
+    #[error("Database error while {action}: {source} (is the database reachable and writable?)")]
+    Database {
+        action: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Stored data is not what was written.
+    #[error("The store holds unreadable data: {0} (the database may have been edited by hand)")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// The error's class.
+    pub fn kind(&self) -> StoreErrorKind {
+        match self {
+            Self::InvalidUrl { .. } | Self::Invalid(_) => StoreErrorKind::Invalid,
+            Self::Open { .. } | Self::Migrate { .. } | Self::Database { .. } => {
+                StoreErrorKind::Unavailable
+            }
+            Self::NotFound(_) => StoreErrorKind::NotFound,
+            Self::Conflict(_) => StoreErrorKind::Conflict,
+            Self::PlanLimit { .. } => StoreErrorKind::PlanLimit,
+            Self::Corrupt(_) => StoreErrorKind::Corrupt,
+        }
+    }
+
+    pub(crate) fn db(action: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
+        move |source| StoreError::Database { action, source }
+    }
+
+    pub(crate) fn not_found(name: &str) -> Self {
+        Self::NotFound(format!(
+            "No custom tool named `{name}` in the store (list them with `toolgate tools list`)"
+        ))
+    }
+}

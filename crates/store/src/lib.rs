@@ -1,0 +1,415 @@
+//! toolgate store: custom tool definitions with history, definition events, plans and a
+//! tamper-evident audit log, on SQLite (embedded default) or PostgreSQL (shared by instances).
+//!
+//! One interface, [`Store`], two backends chosen by [`DbUrl`]. Migrations live per backend in
+//! `migrations/sqlite` and `migrations/postgres`, are compiled into the binary and run on
+//! [`Store::open`].
+//!
+//! # Crash safety
+//!
+//! **SQLite** runs in WAL mode with `synchronous = FULL`: every transaction that returned from
+//! commit has been fsynced to the write-ahead log, so it survives a process crash (`kill -9`) *and*
+//! an operating-system crash or power loss (given a disk that honours fsync). A transaction that had
+//! not returned from commit is rolled back as a whole on the next open — never half-applied. Each
+//! store operation (a definition change together with its event, one audit entry) is one
+//! transaction. The WAL is checkpointed into the main file automatically; the `-wal` and `-shm`
+//! files next to the database belong to it and must be copied with it.
+//!
+//! **PostgreSQL** gives the same guarantee with its default `synchronous_commit = on`.
+//!
+//! **The audit log** is written in two steps for tools whose effect is `write`, `delete` or
+//! `side_effect`: [`AuditStage`] commits a `started` entry (tool, definition hash, principal,
+//! redacted input) *before* the handler runs, and refuses the call (`unavailable`) if that commit
+//! fails. So a side effect can never happen without a durable record: if the process dies during
+//! the call, the log holds a `started` entry without a matching `finished` one
+//! ([`AuditCall::interrupted`]), meaning "this call may have had its effect; its outcome is
+//! unknown". The outcome of every call, read-only ones included, is appended afterwards by
+//! [`AuditObserver`]; the outcome of a call that finished just before a crash may be lost, its
+//! `started` entry is not. Entries are never updated, only appended, and form a SHA-256 hash chain
+//! ([`Store::verify`]): editing or deleting a row breaks the chain at that row (and outputs kept
+//! apart are covered through their SHA-256). The one change the chain alone cannot show is the
+//! removal of the newest entries; compare the entry count with an earlier verification for that.
+//!
+//! # Concurrency
+//!
+//! Appends to the audit chain, definition changes and their events are serialized: on SQLite by
+//! `BEGIN IMMEDIATE` (the database write lock), on PostgreSQL by a transaction-scoped advisory
+//! lock (`pg_advisory_xact_lock`), so two processes or instances can neither fork the chain nor
+//! both slip past a plan limit. Two processes opening a fresh database at once both succeed and the
+//! migrations run once (SQLite: the migrator runs inside one `BEGIN IMMEDIATE` transaction;
+//! PostgreSQL: sqlx's migrator holds an advisory lock).
+//!
+//! # Events
+//!
+//! A definition change and its event are one transaction; the event is published in-process after
+//! commit ([`Store::subscribe`]). Event ids increase in commit order (event writes are serialized
+//! too), so [`Store::events`]`(after_id, …)` is a gap-free cursor. On PostgreSQL each event also
+//! sends `NOTIFY toolgate_events[_<schema>]` with `<instance>:<id>`; the first subscriber of an
+//! instance starts a `LISTEN` task that reads other instances' events by id and publishes them.
+//! Notifications missed while that connection is down are not replayed; catch up with
+//! [`Store::events`].
+
+mod audit;
+mod definitions;
+mod error;
+mod events;
+mod pipeline;
+mod plan;
+mod url;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Connection, SqlSafeStr};
+use tokio::sync::{broadcast, watch};
+use toolgate_core::CancellationToken;
+
+pub use audit::{AuditCall, AuditQuery, AuditRecord, AuditStart, BrokenLink, VerifyReport};
+pub use definitions::StoredDefinition;
+pub use error::{StoreError, StoreErrorKind};
+pub use events::{EventKind, StoredEvent};
+pub use pipeline::{AuditObserver, AuditStage, LARGE_OUTPUT_BYTES};
+pub use plan::Plan;
+pub use url::DbUrl;
+
+/// Options for [`Store::open`].
+#[derive(Clone, Debug, Default)]
+pub struct StoreOptions {
+    /// PostgreSQL only: the schema to keep the tables in, created if missing and put on every
+    /// connection's `search_path`. `None` uses the server's default `search_path` (usually
+    /// `public`). Ignored for SQLite.
+    pub pg_schema: Option<String>,
+}
+
+/// How long a SQLite connection waits for another writer before failing.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Capacity of the in-process event channel; slower subscribers see `Lagged`.
+const EVENT_CHANNEL_CAPACITY: usize = 1024;
+
+pub(crate) enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+pub(crate) struct Inner {
+    pub(crate) pool: Pool,
+    pub(crate) url: DbUrl,
+    pub(crate) events: broadcast::Sender<StoredEvent>,
+    /// PostgreSQL: the NOTIFY channel of this schema.
+    pub(crate) channel: String,
+    /// Identifies this instance in NOTIFY payloads, so it skips its own notifications.
+    pub(crate) origin: String,
+    pub(crate) listener_started: AtomicBool,
+    pub(crate) listening: watch::Sender<bool>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// The store. Cheap to clone (shared); share one per process.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("url", &self.inner.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `$body` with `$p` bound to the backend's pool; the body is compiled once per backend.
+macro_rules! on_pool {
+    ($store:expr, $p:ident => $body:expr) => {
+        match &$store.inner.pool {
+            $crate::Pool::Sqlite($p) => $body,
+            $crate::Pool::Postgres($p) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// Runs `$body` in a serialized write transaction bound to `$tx` (SQLite: `BEGIN IMMEDIATE`;
+/// PostgreSQL: `pg_advisory_xact_lock($lock)`) and commits it. An early `?` return rolls back.
+macro_rules! write_tx {
+    ($store:expr, $lock:expr, $tx:ident => $body:block) => {
+        match &$store.inner.pool {
+            $crate::Pool::Sqlite(pool) => {
+                let mut $tx = pool
+                    .begin_with("BEGIN IMMEDIATE")
+                    .await
+                    .map_err($crate::StoreError::db("starting a write transaction"))?;
+                let out = $body;
+                $tx.commit()
+                    .await
+                    .map_err($crate::StoreError::db("committing"))?;
+                out
+            }
+            $crate::Pool::Postgres(pool) => {
+                let mut $tx = pool
+                    .begin()
+                    .await
+                    .map_err($crate::StoreError::db("starting a write transaction"))?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind($lock)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err($crate::StoreError::db("taking the write lock"))?;
+                let out = $body;
+                $tx.commit()
+                    .await
+                    .map_err($crate::StoreError::db("committing"))?;
+                out
+            }
+        }
+    };
+}
+pub(crate) use write_tx;
+
+/// Advisory lock keys (PostgreSQL): one for definitions and events, one for the audit chain.
+pub(crate) const LOCK_DEFINITIONS: i64 = 0x7467_0001;
+pub(crate) const LOCK_AUDIT: i64 = 0x7467_0002;
+
+impl Store {
+    /// Opens (creating if needed) the database and applies pending migrations.
+    ///
+    /// SQLite: creates the parent directories and the file; WAL journal, `synchronous = FULL`,
+    /// foreign keys on, a 30 s busy timeout. PostgreSQL: creates `options.pg_schema` if given.
+    pub async fn open(url: &DbUrl, options: &StoreOptions) -> Result<Store, StoreError> {
+        let (pool, channel) = match url {
+            DbUrl::Sqlite(path) => (Pool::Sqlite(open_sqlite(url, path).await?), String::new()),
+            DbUrl::Postgres(raw) => {
+                let schema = options.pg_schema.as_deref();
+                let pool = open_postgres(url, raw, schema).await?;
+                let channel = match schema {
+                    Some(s) => format!("toolgate_events_{s}").chars().take(63).collect(),
+                    None => "toolgate_events".to_owned(),
+                };
+                (Pool::Postgres(pool), channel)
+            }
+        };
+        let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        let (listening, _) = watch::channel(false);
+        Ok(Store {
+            inner: Arc::new(Inner {
+                pool,
+                url: url.clone(),
+                events,
+                channel,
+                origin: uuid::Uuid::now_v7().simple().to_string(),
+                listener_started: AtomicBool::new(false),
+                listening,
+                shutdown: CancellationToken::new(),
+            }),
+        })
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        self.inner.url.backend()
+    }
+
+    /// The database location (its `Display` hides passwords).
+    pub fn url(&self) -> &DbUrl {
+        &self.inner.url
+    }
+
+    /// Closes every connection. Later operations fail with an `unavailable` error.
+    pub async fn close(&self) {
+        self.inner.shutdown.cancel();
+        on_pool!(self, p => p.close().await);
+    }
+
+    pub(crate) fn listener_flag(&self) -> &AtomicBool {
+        &self.inner.listener_started
+    }
+
+    pub(crate) fn mark_listener(&self, started: bool) {
+        self.inner.listener_started.store(started, Ordering::SeqCst);
+    }
+}
+
+fn migrations(backend: &str) -> Vec<Migration> {
+    let sql = match backend {
+        "sqlite" => include_str!("../migrations/sqlite/0001_initial.sql"),
+        _ => include_str!("../migrations/postgres/0001_initial.sql"),
+    };
+    vec![Migration::new(
+        1,
+        "initial".into(),
+        MigrationType::Simple,
+        sql.into_sql_str(),
+        false,
+    )]
+}
+
+async fn open_sqlite(url: &DbUrl, path: &Path) -> Result<SqlitePool, StoreError> {
+    let open_err = |source: sqlx::Error| StoreError::Open {
+        url: url.to_string(),
+        hint: "check that the path is writable",
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| open_err(sqlx::Error::Io(e)))?;
+    }
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true)
+        .busy_timeout(SQLITE_BUSY_TIMEOUT);
+    // Switching a fresh file to WAL needs an exclusive lock that SQLite's busy timeout does not
+    // wait for, so a process racing another one's first open may see SQLITE_BUSY here: retry.
+    // Once the file is in WAL mode (a permanent property of the file) the pragma is a no-op.
+    let mut attempts = 0;
+    let pool = loop {
+        match SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options.clone())
+            .await
+        {
+            Ok(pool) => break pool,
+            Err(sqlx::Error::Database(e)) if is_busy(e.as_ref()) && attempts < 100 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(open_err(e)),
+        }
+    };
+    // sqlx's SQLite migrator takes no lock of its own; run it inside one BEGIN IMMEDIATE
+    // transaction (each migration becomes a savepoint) so a second process waits for the first
+    // and then finds the migrations applied.
+    let migrator = Migrator::with_migrations(migrations("sqlite"));
+    let mut conn = pool.acquire().await.map_err(open_err)?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(open_err)?;
+    // `run_direct` is what `run` calls; used directly because `run`'s `Acquire` bound makes the
+    // future not `Send` for a borrowed connection (a known sqlx limitation).
+    migrator
+        .run_direct(None, &mut *tx, false)
+        .await
+        .map_err(|source| StoreError::Migrate {
+            url: url.to_string(),
+            source,
+        })?;
+    tx.commit().await.map_err(open_err)?;
+    Ok(pool)
+}
+
+/// SQLITE_BUSY or one of its extended codes.
+fn is_busy(e: &dyn sqlx::error::DatabaseError) -> bool {
+    e.code()
+        .and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|c| c & 0xff == 5)
+}
+
+/// A schema name we are willing to interpolate into SQL.
+fn check_schema(schema: &str) -> Result<(), StoreError> {
+    let ok = !schema.is_empty()
+        && schema.len() <= 48
+        && schema
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "Invalid PostgreSQL schema name {schema:?}: use lower-case letters, digits and `_`, starting with a letter or `_`, at most 48 characters"
+        )))
+    }
+}
+
+async fn open_postgres(url: &DbUrl, raw: &str, schema: Option<&str>) -> Result<PgPool, StoreError> {
+    let open_err = |source: sqlx::Error| StoreError::Open {
+        url: url.to_string(),
+        hint: "check that the server is running, reachable and that the user may connect",
+        source,
+    };
+    if let Some(schema) = schema {
+        check_schema(schema)?;
+    }
+    let mut options = PgConnectOptions::from_str(raw).map_err(open_err)?;
+    // One direct connection first: it fails fast with the server's own reason (the pool would
+    // retry until its timeout and report only that), and it creates the schema.
+    let mut conn = sqlx::PgConnection::connect_with(&options)
+        .await
+        .map_err(open_err)?;
+    if let Some(schema) = schema {
+        let created = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{schema}\""
+        )))
+        .execute(&mut conn)
+        .await;
+        match created {
+            Ok(_) => {}
+            // Two instances creating the schema at once: the loser sees a duplicate.
+            Err(sqlx::Error::Database(e))
+                if e.is_unique_violation() || e.code().as_deref() == Some("42P06") => {}
+            Err(e) => return Err(open_err(e)),
+        }
+        options = options.options([("search_path", schema)]);
+    }
+    let _ = conn.close().await;
+    let pool = PgPoolOptions::new()
+        .max_connections(10)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await
+        .map_err(open_err)?;
+    // sqlx's PostgreSQL migrator holds pg_advisory_lock (keyed by the database name) while it
+    // lists and applies migrations, so concurrent starts apply each migration once.
+    Migrator::with_migrations(migrations("postgres"))
+        .run(&pool)
+        .await
+        .map_err(|source| StoreError::Migrate {
+            url: url.to_string(),
+            source,
+        })?;
+    Ok(pool)
+}
+
+/// Timestamps are stored as RFC 3339 UTC text with microseconds: sortable and identical on both
+/// backends (and in hashes).
+pub(crate) fn ts(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+pub(crate) fn parse_ts(raw: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(raw)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| StoreError::Corrupt(format!("bad timestamp {raw:?}: {e}")))
+}
+
+/// Now, cut to the microseconds the store keeps.
+pub(crate) fn now() -> DateTime<Utc> {
+    let now = Utc::now();
+    parse_ts(&ts(now)).unwrap_or(now)
+}
+
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
+    raw: &str,
+    what: &str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(raw).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
