@@ -14,6 +14,15 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
+# The store's tests run against SQLite and against the local PostgreSQL (127.0.0.1:5432,
+# database `test`); with CI=true a missing PostgreSQL fails them. Start the cluster if it is down.
+if command -v pg_isready >/dev/null 2>&1 && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  step "starting the local PostgreSQL"
+  if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
+  fi
+fi
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -9,6 +9,8 @@ use toolgate_core::{
     ToolDefinition, ToolSpec, ValidationReport,
 };
 
+use toolgate_store::{AuditObserver, AuditStage, DbUrl, Plan, Store, StoreOptions};
+
 use crate::cli::GlobalArgs;
 use crate::config::Config;
 
@@ -16,6 +18,8 @@ use crate::config::Config;
 pub struct App {
     pub config: Config,
     pub registry: Arc<Registry>,
+    pub store: Store,
+    pub plan: Plan,
 }
 
 /// One definition file and what became of it.
@@ -24,30 +28,75 @@ pub struct Loaded {
     pub outcome: Result<ToolSpec, Failure>,
 }
 
+/// The database used when `--db` is not given: `toolgate.db` in the user's data directory.
+pub fn default_db_path() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("toolgate")
+        .join("toolgate.db")
+}
+
 impl App {
-    /// Reads the config, registers the built-ins (jailed to the root) and the tools-dir files.
-    /// Bad files in the tools dir are reported on stderr and skipped.
-    pub fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
-        Self::with_excluded(global, &[])
+    /// Reads the config, opens the store, registers the built-ins (jailed to the root), the
+    /// stored custom definitions and the tools-dir files. Bad tools-dir files are reported on
+    /// stderr and skipped.
+    pub async fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
+        Self::with_excluded(global, &[]).await
     }
 
     /// Like [`App::new`], leaving out tools-dir definitions with the given names.
-    pub fn with_excluded(global: &GlobalArgs, exclude: &[String]) -> anyhow::Result<Self> {
+    pub async fn with_excluded(global: &GlobalArgs, exclude: &[String]) -> anyhow::Result<Self> {
         let config = match &global.config {
             Some(path) => Config::load(path)?,
             None => Config::default(),
         };
+        let plan = config.plan()?;
         let root = match global.root.clone().or_else(|| config.root.clone()) {
             Some(root) => root,
             None => std::env::current_dir().context("Cannot determine the current directory")?,
         };
-        let registry = Arc::new(Registry::new());
+        let url = match &global.db {
+            Some(raw) => DbUrl::parse(raw).map_err(anyhow::Error::msg)?,
+            None => DbUrl::Sqlite(default_db_path()),
+        };
+        let store = Store::open(&url, &StoreOptions::default())
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let registry = Arc::new(Registry::with_max_isolation(plan.max_isolation));
         let builtins = toolgate_builtins::builtin_tools(&root)
             .with_context(|| format!("Cannot use {} as the file tools' root", root.display()))?;
         registry
             .register_all(builtins, true)
             .context("Built-in tools failed to register (a bug: please report it)")?;
-        let app = Self { config, registry };
+        let stored: Vec<ToolDefinition> = store
+            .definitions()
+            .await
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .map(|d| d.definition)
+            .filter(|d| !exclude.contains(&d.name))
+            .collect();
+        for loaded in register_in_order(
+            &registry,
+            stored
+                .into_iter()
+                .map(|d| (PathBuf::from(format!("(stored) {}", d.name)), Ok(d)))
+                .collect(),
+        ) {
+            if let Err(e) = &loaded.outcome {
+                eprintln!(
+                    "warning: stored definition {} no longer loads: {}",
+                    loaded.path.display(),
+                    e.one_line()
+                );
+            }
+        }
+        let app = Self {
+            config,
+            registry,
+            store,
+            plan,
+        };
         if let Some(dir) = global
             .tools_dir
             .clone()
@@ -75,13 +124,17 @@ impl App {
         Ok(app)
     }
 
-    /// The pipeline, with the config's rate limit if any.
+    /// The pipeline: the config's rate limit if any, and the audit log (a record before any
+    /// write, delete or side effect runs, and one for every call's outcome).
     pub fn pipeline(&self) -> Pipeline {
         let mut builder = PipelineBuilder::new(Arc::clone(&self.registry));
         if let Some(limit) = self.config.rate_limit() {
             builder = builder.stage(Arc::new(RateLimitStage::new(limit)));
         }
-        builder.build()
+        builder
+            .stage(Arc::new(AuditStage::new(self.store.clone())))
+            .observer(Arc::new(AuditObserver::new(self.store.clone())))
+            .build()
     }
 }
 

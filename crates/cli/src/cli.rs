@@ -8,8 +8,10 @@ const AFTER_HELP: &str = "\
 Exit codes:
   0  success (a call returned data; every validated file is valid)
   1  a call returned an error result, a definition file is invalid or unreadable, a tool was
-     not found, or the tools cannot be exported as asked
-  2  usage or configuration error (bad flags or config, unreadable --args file, malformed JSON)
+     not found, a change to the store was refused (plan limit, duplicate, built-in), the tools
+     cannot be exported as asked, or `audit verify` found the log altered
+  2  usage or configuration error (bad flags or config, unreadable --args file, malformed JSON,
+     a database that cannot be opened)
 
 Examples:
   toolgate call calculator --args '{\"expression\": \"2 * (3 + 4)\"}'
@@ -17,6 +19,8 @@ Examples:
   toolgate --tools-dir ./tools tools list --category external_api
   toolgate tools validate tools/*.toml
   toolgate tools export --format openai --strict
+  toolgate tools add tools/get_weather.toml && toolgate tools history get_weather
+  toolgate audit --limit 5 && toolgate audit verify
 
 Logs go to standard error; set TOOLGATE_LOG=debug (or RUST_LOG) for more.";
 
@@ -25,7 +29,7 @@ Logs go to standard error; set TOOLGATE_LOG=debug (or RUST_LOG) for more.";
 /// Defines tools once, validates them, keeps them in a registry and runs every call through one
 /// pipeline: schemas, permissions, human approval, timeouts, cancellation, retries, output limits.
 #[derive(Debug, Parser)]
-#[command(name = "toolgate", version, after_help = AFTER_HELP, propagate_version = true)]
+#[command(name = "toolgate", version, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -36,6 +40,16 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
+    /// Database: sqlite:PATH (embedded, the default) or postgres://USER@HOST/DB.
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLGATE_DB",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub db: Option<String>,
+
     /// Configuration file (TOML): principals and their grants, root, tools dir, rate limits.
     #[arg(long, global = true, env = "TOOLGATE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -60,6 +74,9 @@ pub enum Command {
     /// Tools that require confirmation ask on the terminal; with no terminal they are refused
     /// unless --yes pre-approves the call. Ctrl-C cancels a running call; a second Ctrl-C quits.
     Call(CallArgs),
+
+    /// The audit log: every call, newest first (`audit show`, `audit output`, `audit verify`).
+    Audit(AuditArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,6 +89,73 @@ pub enum ToolsCommand {
     Validate(ValidateArgs),
     /// Print the tools as an LLM provider's tool schema (JSON on stdout, notes on stderr).
     Export(ExportArgs),
+    /// Validate a definition file and store it as a new custom tool (version 1).
+    Add(FileArgs),
+    /// Validate a definition file and store it as the next version of an existing custom tool.
+    Update(FileArgs),
+    /// Remove a custom tool (its history is kept). Built-in tools cannot be removed.
+    Rm(NameArgs),
+    /// List every stored version of a custom tool, or print one with --version.
+    History(HistoryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FileArgs {
+    /// Definition file (.toml, .json, .yaml, .yml).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// Tool name.
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Tool name.
+    pub name: String,
+    /// Print this version's definition (JSON, a valid definition file).
+    #[arg(long, value_name = "N")]
+    pub version: Option<i64>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    pub command: Option<AuditCommand>,
+    /// Only calls of this tool.
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
+    /// How many calls to show, newest first.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Show everything recorded about one call.
+    Show(CallIdArgs),
+    /// Print a call's stored output byte for byte (outputs over 10 KB are kept apart).
+    Output(CallIdArgs),
+    /// Check the audit log's hash chain; exit 1 and name the first broken link if it was altered.
+    Verify,
+}
+
+#[derive(Debug, Args)]
+pub struct CallIdArgs {
+    /// The call id (from `toolgate call --json` or `toolgate audit`).
+    pub call_id: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 use toolgate_core::{Permission, Principal, PrincipalId, RateLimit};
+use toolgate_store::Plan;
 
 /// `toolgate.toml`.
 #[derive(Debug, Default, Deserialize)]
@@ -19,9 +20,21 @@ pub struct Config {
     #[serde(default)]
     pub principals: BTreeMap<String, PrincipalConfig>,
     pub rate_limit: Option<RateLimitConfig>,
+    /// The plan in force: core, writer_pro, teams or enterprise (the default).
+    pub plan: Option<String>,
 }
 
 impl Config {
+    /// The plan in force; `enterprise` (no limits) when the config names none.
+    pub fn plan(&self) -> anyhow::Result<Plan> {
+        let name = self.plan.as_deref().unwrap_or("enterprise");
+        Plan::named(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "Unknown plan {name:?} in the config file; use one of core, writer_pro, teams, enterprise"
+            )
+        })
+    }
+
     /// The configured rate limit (checked when the file was loaded).
     pub fn rate_limit(&self) -> Option<RateLimit> {
         let c = self.rate_limit.as_ref()?;

@@ -2,21 +2,34 @@
 //! (0 success, 1 error result or invalid definition, 2 usage or configuration error).
 
 mod app;
+mod audit;
 mod call;
 mod cli;
 mod config;
+mod definitions;
 mod tools;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use tracing_subscriber::EnvFilter;
 
 use crate::app::App;
 use crate::cli::{Cli, Command, ToolsCommand};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `--help` shows where the default database lives on this machine.
+    let default_db = app::default_db_path();
+    let command = Cli::command().mut_arg("db", |arg| {
+        arg.help(format!(
+            "Database: sqlite:PATH (embedded) or postgres://USER@HOST/DB [default: sqlite:{}]",
+            default_db.display()
+        ))
+    });
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -43,12 +56,26 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let g = &cli.global;
     match &cli.command {
-        Command::Tools(ToolsCommand::Validate(args)) => tools::validate(&cli.global, args),
-        Command::Tools(ToolsCommand::List(args)) => tools::list(&App::new(&cli.global)?, args),
-        Command::Tools(ToolsCommand::Show(args)) => tools::show(&App::new(&cli.global)?, args),
-        Command::Tools(ToolsCommand::Export(args)) => tools::export(&App::new(&cli.global)?, args),
-        Command::Call(args) => call::run(&App::new(&cli.global)?, args).await,
+        Command::Tools(ToolsCommand::Validate(args)) => tools::validate(g, args).await,
+        Command::Tools(ToolsCommand::List(args)) => tools::list(&App::new(g).await?, args),
+        Command::Tools(ToolsCommand::Show(args)) => tools::show(&App::new(g).await?, args),
+        Command::Tools(ToolsCommand::Export(args)) => tools::export(&App::new(g).await?, args),
+        Command::Tools(ToolsCommand::Add(args)) => {
+            definitions::add(&App::new(g).await?, args).await
+        }
+        Command::Tools(ToolsCommand::Update(args)) => {
+            definitions::update(&App::new(g).await?, args).await
+        }
+        Command::Tools(ToolsCommand::Rm(args)) => {
+            definitions::remove(&App::new(g).await?, args).await
+        }
+        Command::Tools(ToolsCommand::History(args)) => {
+            definitions::history(&App::new(g).await?, args).await
+        }
+        Command::Call(args) => call::run(&App::new(g).await?, args).await,
+        Command::Audit(args) => audit::run(&App::new(g).await?, args).await,
     }
 }
 

@@ -277,7 +277,7 @@ fn join_or_none<'a>(items: impl Iterator<Item = &'a str>) -> String {
 }
 
 /// `tools validate`.
-pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<ExitCode> {
+pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<ExitCode> {
     let parsed: Vec<(std::path::PathBuf, Result<ToolDefinition, CoreError>)> = args
         .files
         .iter()
@@ -289,7 +289,7 @@ pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Result<Exit
         .collect();
     // Validate against the built-ins and the tools dir (minus the files' own names), so that
     // built-in names are refused and depends_on resolves as it would on `tools add`.
-    let app = App::with_excluded(global, &names)?;
+    let app = App::with_excluded(global, &names).await?;
     let mut results = app::register_in_order(&app.registry, parsed);
     let order: Vec<&std::path::PathBuf> = args.files.iter().collect();
     results.sort_by_key(|l| {

@@ -26,6 +26,11 @@ impl Sandbox {
         self.dir.path()
     }
 
+    /// This sandbox's own database, so tests never touch the user's data directory.
+    fn db(&self) -> String {
+        format!("sqlite:{}", self.path().join("state/toolgate.db").display())
+    }
+
     fn write(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -41,6 +46,9 @@ impl Sandbox {
         let mut child = Command::new(BIN)
             .args(args)
             .current_dir(self.path())
+            .env("TOOLGATE_DB", self.db())
+            // The default database path (shown in --help) derives from it.
+            .env("XDG_DATA_HOME", "/home/user/.local/share")
             .env_remove("TOOLGATE_CONFIG")
             .env_remove("TOOLGATE_ROOT")
             .env_remove("TOOLGATE_TOOLS_DIR")
@@ -304,6 +312,7 @@ fn terminal_prompt_answers_yes_and_no() {
         let out = Command::new("script")
             .args(["-qec", &cmd, "/dev/null"])
             .current_dir(sb.path())
+            .env("TOOLGATE_DB", sb.db())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -454,6 +463,7 @@ fn logs_go_to_stderr_never_stdout() {
             "--json",
         ])
         .current_dir(sb.path())
+        .env("TOOLGATE_DB", sb.db())
         .env("TOOLGATE_LOG", "trace")
         .output()
         .unwrap();
@@ -734,6 +744,7 @@ fn ctrl_c_at_the_prompt_cancels_and_exits() {
     let mut child = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
         .current_dir(sb.path())
+        .env("TOOLGATE_DB", sb.db())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -810,4 +821,215 @@ fn tools_validate_reports_a_name_clash_with_every_other_problem_and_names_cycles
                 .contains("alpha_tool, beta_tool")
         );
     }
+}
+
+// ---------------------------------------------------------------- store: definitions and audit
+
+#[test]
+fn stored_definitions_add_update_history_remove() {
+    let sb = Sandbox::new();
+    let v1 = sb.write(
+        "get_weather.toml",
+        include_str!("fixtures/get_weather.toml"),
+    );
+    let run = sb.run(&["tools", "add", v1.to_str().unwrap()]).expect(0);
+    assert!(
+        run.stdout().contains("Added get_weather (version 1"),
+        "{}",
+        run.stdout()
+    );
+    // Stored definitions join the registry of every later command.
+    let listed = sb.run(&["tools", "list", "--json"]).expect(0).json();
+    assert!(
+        listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "get_weather")
+    );
+    // Adding again is a conflict; a built-in name is refused with its other problems listed.
+    sb.run(&["tools", "add", v1.to_str().unwrap()]).expect(1);
+    let clash = sb.write("clash.json", r#"{"name": "read_file", "description": ""}"#);
+    let run = sb.run(&["tools", "add", clash.to_str().unwrap()]).expect(1);
+    assert!(
+        run.stderr().contains("name.builtin") && run.stderr().contains("description.empty"),
+        "{}",
+        run.stderr()
+    );
+    // An invalid definition writes nothing.
+    let bad = sb.write("bad.toml", include_str!("fixtures/bad.toml"));
+    sb.run(&["tools", "add", bad.to_str().unwrap()]).expect(1);
+
+    let v2 = sb.write(
+        "get_weather_v2.toml",
+        &include_str!("fixtures/get_weather.toml")
+            .replace("timeout_ms = 5000", "timeout_ms = 8000"),
+    );
+    let run = sb.run(&["tools", "update", v2.to_str().unwrap()]).expect(0);
+    assert!(
+        run.stdout().contains("version 2") && run.stdout().contains("constraints"),
+        "{}",
+        run.stdout()
+    );
+    let history = sb
+        .run(&["tools", "history", "get_weather", "--json"])
+        .expect(0)
+        .json();
+    let versions = history["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2);
+    assert_eq!(versions[0]["definition"]["constraints"]["timeout_ms"], 5000);
+    // Every earlier version is retrievable as a definition file.
+    let old = sb
+        .run(&["tools", "history", "get_weather", "--version", "1"])
+        .expect(0)
+        .json();
+    assert_eq!(old["constraints"]["timeout_ms"], 5000);
+
+    sb.run(&["tools", "rm", "read_file"]).expect(1);
+    let run = sb.run(&["tools", "rm", "get_weather"]).expect(0);
+    assert!(
+        run.stdout().contains("Removed get_weather"),
+        "{}",
+        run.stdout()
+    );
+    let listed = sb.run(&["tools", "list", "--json"]).expect(0).json();
+    assert!(
+        !listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "get_weather")
+    );
+    // History survives removal.
+    let history = sb
+        .run(&["tools", "history", "get_weather", "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(history["versions"].as_array().unwrap().len(), 2);
+    sb.run(&["tools", "update", v2.to_str().unwrap()]).expect(1);
+}
+
+#[test]
+fn the_plan_in_force_limits_custom_definitions() {
+    let sb = Sandbox::new();
+    sb.write("toolgate.toml", "plan = \"core\"\n");
+    let def = sb.write(
+        "get_weather.toml",
+        include_str!("fixtures/get_weather.toml"),
+    );
+    let run = sb
+        .run(&[
+            "--config",
+            "toolgate.toml",
+            "tools",
+            "add",
+            def.to_str().unwrap(),
+        ])
+        .expect(1);
+    assert!(
+        run.stderr().contains("core") && run.stderr().contains("plan"),
+        "{}",
+        run.stderr()
+    );
+    sb.write("bad_plan.toml", "plan = \"platinum\"\n");
+    sb.run(&["--config", "bad_plan.toml", "tools", "list"])
+        .expect(2);
+}
+
+#[test]
+fn every_call_is_audited_and_large_outputs_come_back_byte_for_byte() {
+    let sb = Sandbox::new();
+    sb.write("big.txt", &"x".repeat(20 * 1024));
+    let ok = sb
+        .run(&[
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "1+1"}"#,
+            "--json",
+        ])
+        .expect(0)
+        .json();
+    let failed = sb
+        .run(&[
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "1/0"}"#,
+            "--json",
+        ])
+        .expect(1)
+        .json();
+    let large = sb
+        .run(&[
+            "call",
+            "read_file",
+            "--args",
+            r#"{"path": "big.txt"}"#,
+            "--json",
+        ])
+        .expect(0)
+        .json();
+    let output_ref = large["outputRef"]
+        .as_str()
+        .expect("a large output is stored apart");
+    assert!(
+        output_ref.contains(large["callId"].as_str().unwrap()),
+        "{output_ref}"
+    );
+
+    let listed = sb.run(&["audit", "--json"]).expect(0).json();
+    let calls = listed["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 3, "{listed}");
+    let ids: Vec<&str> = calls
+        .iter()
+        .map(|c| c["callId"].as_str().unwrap())
+        .collect();
+    for env in [&ok, &failed, &large] {
+        assert!(ids.contains(&env["callId"].as_str().unwrap()));
+    }
+    let table = sb
+        .run(&["audit", "--tool", "calculator"])
+        .expect(0)
+        .stdout();
+    assert!(
+        table.contains("error: execution") && table.contains("ok"),
+        "{table}"
+    );
+
+    let shown = sb
+        .run(&["audit", "show", failed["callId"].as_str().unwrap()])
+        .expect(0);
+    assert!(
+        shown.stdout().contains("Division by zero"),
+        "{}",
+        shown.stdout()
+    );
+
+    let out = Command::new(BIN)
+        .args(["audit", "output", large["callId"].as_str().unwrap()])
+        .current_dir(sb.path())
+        .env("TOOLGATE_DB", sb.db())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        out.stdout,
+        serde_json::to_vec(&large["data"]).unwrap(),
+        "the stored output is the call's data, byte for byte"
+    );
+
+    sb.run(&["audit", "output", ok["callId"].as_str().unwrap()])
+        .expect(1);
+    sb.run(&["audit", "show", "not-a-call-id"]).expect(2);
+    let run = sb.run(&["audit", "verify"]).expect(0);
+    assert!(
+        run.stdout().contains("hash chain intact"),
+        "{}",
+        run.stdout()
+    );
 }

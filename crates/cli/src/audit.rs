@@ -1,0 +1,120 @@
+//! `toolgate audit`: the hash-chained record of every call — list, show, stored outputs, verify.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde_json::json;
+use toolgate_core::{CallId, Outcome};
+use toolgate_store::{AuditQuery, AuditRecord};
+
+use crate::app::App;
+use crate::cli::{AuditArgs, AuditCommand, CallIdArgs};
+
+/// `audit`, `audit show`, `audit output`, `audit verify`.
+pub async fn run(app: &App, args: &AuditArgs) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        None => list(app, args).await,
+        Some(AuditCommand::Show(a)) => show(app, a).await,
+        Some(AuditCommand::Output(a)) => output(app, a).await,
+        Some(AuditCommand::Verify) => verify(app).await,
+    }
+}
+
+fn parse_id(raw: &str) -> anyhow::Result<CallId> {
+    CallId::parse(raw)
+        .map_err(|e| anyhow::anyhow!("{e} (call ids look like 019a…-…; see `toolgate audit`)"))
+}
+
+async fn list(app: &App, args: &AuditArgs) -> anyhow::Result<ExitCode> {
+    let query = AuditQuery {
+        tool: args.tool.clone(),
+        limit: args.limit,
+        ..AuditQuery::default()
+    };
+    let records = app.store.audit(&query).await.map_err(anyhow::Error::msg)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({ "calls": records }))?
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if records.is_empty() {
+        writeln!(out, "No calls recorded yet.")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{:<24}  {:<36}  {:<16}  {:<10}  {:<22}  ATTEMPTS  MS",
+        "TIME", "CALL ID", "TOOL", "PRINCIPAL", "OUTCOME"
+    )?;
+    for r in &records {
+        writeln!(
+            out,
+            "{:<24}  {:<36}  {:<16}  {:<10}  {:<22}  {:<8}  {:.1}",
+            r.fetched_at.format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+            r.call_id,
+            r.tool,
+            r.principal,
+            outcome_word(r),
+            r.attempts,
+            r.duration_ms
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn outcome_word(r: &AuditRecord) -> String {
+    match &r.outcome {
+        Outcome::Data(_) => "ok".to_owned(),
+        Outcome::Error { kind, .. } => format!("error: {kind}"),
+    }
+}
+
+async fn show(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
+    let id = parse_id(&args.call_id)?;
+    let Some(call) = app.store.audit_call(id).await.map_err(anyhow::Error::msg)? else {
+        eprintln!("error: No call {id} in the audit log");
+        return Ok(ExitCode::from(1));
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string_pretty(&call)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn output(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
+    let id = parse_id(&args.call_id)?;
+    match app.store.output(id).await.map_err(anyhow::Error::msg)? {
+        Some(bytes) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!(
+                "error: No stored output for call {id} (only outputs over 10 KB are kept apart; `toolgate audit show {id}` has the others)"
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+async fn verify(app: &App) -> anyhow::Result<ExitCode> {
+    let report = app.store.verify().await.map_err(anyhow::Error::msg)?;
+    match &report.first_broken {
+        None => {
+            println!("ok: {} audit entries, hash chain intact", report.entries);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(broken) => {
+            println!(
+                "BROKEN: the audit log was altered at entry {}: {}",
+                broken.seq, broken.reason
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}
