@@ -48,10 +48,12 @@ pub async fn add(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
     };
     // The registry validates (built-in names, depends_on, the plan's isolation) and refuses
     // duplicates; only then is anything written.
+    let started = std::time::Instant::now();
     let spec = match app.registry.register_definition(def.clone()) {
         Ok(spec) => spec,
         Err(e) => return Ok(refused(&def.name, &e, &def)),
     };
+    record_validated(app, &spec, started.elapsed()).await;
     match app.store.insert_definition(&spec, ACTOR, &app.plan).await {
         Ok(stored) => {
             warn_about(&spec);
@@ -97,10 +99,12 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: No stored tool named {}: {hint}", def.name);
         return Ok(ExitCode::from(1));
     }
+    let started = std::time::Instant::now();
     let spec = match app.registry.replace_definition(def.clone()) {
         Ok(spec) => spec,
         Err(e) => return Ok(refused(&def.name, &e, &def)),
     };
+    record_validated(app, &spec, started.elapsed()).await;
     match app.store.update_definition(&spec, ACTOR).await {
         Ok((stored, changed)) => {
             warn_about(&spec);
@@ -231,6 +235,27 @@ fn version_json(v: &StoredDefinition) -> serde_json::Value {
         "deletedAt": v.deleted_at,
         "definition": v.definition,
     })
+}
+
+/// Writes the "validated" definition event (seed 003 §11). A failure to record it is reported
+/// but does not undo the command.
+pub async fn record_validated(
+    app: &App,
+    spec: &toolgate_core::ToolSpec,
+    took: std::time::Duration,
+) {
+    let parameters = spec
+        .input_schema()
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+        .map_or(0, serde_json::Map::len);
+    if let Err(e) = app
+        .store
+        .record_validated(spec.name().as_str(), spec.category(), parameters, took)
+        .await
+    {
+        eprintln!("warning: could not record the validation event: {e}");
+    }
 }
 
 fn refused(name: &str, e: &CoreError, def: &ToolDefinition) -> ExitCode {

@@ -290,7 +290,14 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
     // Validate against the built-ins and the tools dir (minus the files' own names), so that
     // built-in names are refused and depends_on resolves as it would on `tools add`.
     let app = App::with_excluded(global, &names).await?;
+    let started = std::time::Instant::now();
     let mut results = app::register_in_order(&app.registry, parsed);
+    let per_file = started.elapsed() / u32::try_from(results.len().max(1)).unwrap_or(u32::MAX);
+    for loaded in &results {
+        if let Ok(spec) = &loaded.outcome {
+            crate::definitions::record_validated(&app, spec, per_file).await;
+        }
+    }
     let order: Vec<&std::path::PathBuf> = args.files.iter().collect();
     results.sort_by_key(|l| {
         order

@@ -1033,3 +1033,47 @@ fn every_call_is_audited_and_large_outputs_come_back_byte_for_byte() {
         run.stdout()
     );
 }
+
+#[test]
+fn definition_changes_and_validations_are_recorded_as_events() {
+    let sb = Sandbox::new();
+    let v1 = sb.write(
+        "get_weather.toml",
+        include_str!("fixtures/get_weather.toml"),
+    );
+    let v2 = sb.write(
+        "get_weather_v2.toml",
+        &include_str!("fixtures/get_weather.toml")
+            .replace("timeout_ms = 5000", "timeout_ms = 8000"),
+    );
+    sb.run(&["tools", "add", v1.to_str().unwrap()]).expect(0);
+    sb.run(&["tools", "update", v2.to_str().unwrap()]).expect(0);
+    sb.run(&["tools", "rm", "get_weather"]).expect(0);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let events = rt.block_on(async {
+        let url = toolgate_store::DbUrl::parse(&sb.db()).unwrap();
+        let store = toolgate_store::Store::open(&url, &Default::default())
+            .await
+            .unwrap();
+        store.events(0, 100).await.unwrap()
+    });
+    let kinds: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.kind.as_str(), e.tool.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("validated", "get_weather"),
+            ("created", "get_weather"),
+            ("validated", "get_weather"),
+            ("updated", "get_weather"),
+            ("deleted", "get_weather"),
+        ]
+    );
+    assert_eq!(events[3].changed_fields, ["constraints"]);
+}
