@@ -931,6 +931,35 @@ fn the_plan_in_force_limits_custom_definitions() {
         "{}",
         run.stderr()
     );
+    // The plan also caps isolation: strict needs teams or enterprise.
+    sb.write("writer.toml", "plan = \"writer_pro\"\n");
+    let strict = sb.write(
+        "strict_tool.toml",
+        "name = \"sandboxed\"\ndescription = \"Runs a script in strict isolation when asked to.\"\n\n[constraints]\nisolation = \"strict\"\n",
+    );
+    let run = sb
+        .run(&[
+            "--config",
+            "writer.toml",
+            "tools",
+            "add",
+            strict.to_str().unwrap(),
+        ])
+        .expect(1);
+    assert!(
+        run.stderr().contains("constraints.isolation_plan"),
+        "{}",
+        run.stderr()
+    );
+    sb.write("teams.toml", "plan = \"teams\"\n");
+    sb.run(&[
+        "--config",
+        "teams.toml",
+        "tools",
+        "add",
+        strict.to_str().unwrap(),
+    ])
+    .expect(0);
     sb.write("bad_plan.toml", "plan = \"platinum\"\n");
     sb.run(&["--config", "bad_plan.toml", "tools", "list"])
         .expect(2);
