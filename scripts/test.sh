@@ -39,7 +39,7 @@ step "example: three ways to define a tool"
 cargo run --quiet -p toolgate-examples --example three_ways >/dev/null
 
 step "benchmarks compile and run once (cargo bench -- --test)"
-cargo bench --quiet -p toolgate-core --bench core -- --test >/dev/null
+cargo bench --quiet --workspace -- --test >/dev/null
 
 echo
 echo "All checks passed."
