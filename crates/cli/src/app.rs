@@ -68,27 +68,34 @@ impl App {
         registry
             .register_all(builtins, true)
             .context("Built-in tools failed to register (a bug: please report it)")?;
-        let stored: Vec<ToolDefinition> = store
-            .definitions()
-            .await
-            .map_err(anyhow::Error::msg)?
-            .into_iter()
-            .map(|d| d.definition)
-            .filter(|d| !exclude.contains(&d.name))
-            .collect();
-        for loaded in register_in_order(
-            &registry,
-            stored
+        // Stored definitions join the registry (a bad one is reported and skipped); those the
+        // caller is about to replace are left out.
+        if exclude.is_empty() {
+            store
+                .load_into(&registry)
+                .await
+                .map_err(anyhow::Error::msg)?;
+        } else {
+            let kept = Registry::with_max_isolation(plan.max_isolation);
+            store.load_into(&kept).await.map_err(anyhow::Error::msg)?;
+            let definitions: Vec<ToolDefinition> = kept
+                .snapshot()
+                .iter()
+                .filter(|t| !exclude.contains(&t.spec().name().to_string()))
+                .map(|t| t.spec().definition().clone())
+                .collect();
+            let stored = definitions
                 .into_iter()
                 .map(|d| (PathBuf::from(format!("(stored) {}", d.name)), Ok(d)))
-                .collect(),
-        ) {
-            if let Err(e) = &loaded.outcome {
-                eprintln!(
-                    "warning: stored definition {} no longer loads: {}",
-                    loaded.path.display(),
-                    e.one_line()
-                );
+                .collect();
+            for loaded in register_in_order(&registry, stored) {
+                if let Err(e) = &loaded.outcome {
+                    eprintln!(
+                        "warning: {} no longer loads: {}",
+                        loaded.path.display(),
+                        e.one_line()
+                    );
+                }
             }
         }
         let app = Self {

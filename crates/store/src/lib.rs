@@ -55,6 +55,7 @@ mod error;
 mod events;
 mod pipeline;
 mod plan;
+mod sync;
 mod url;
 
 use std::path::Path;
@@ -79,6 +80,7 @@ pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventKind, StoredEvent};
 pub use pipeline::{AuditObserver, AuditStage, LARGE_OUTPUT_BYTES};
 pub use plan::Plan;
+pub use sync::SYNC_INTERVAL;
 pub use url::DbUrl;
 
 /// Options for [`Store::open`].

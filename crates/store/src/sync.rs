@@ -1,0 +1,141 @@
+//! Keeping a registry in step with the store: stored definitions join it at start and after
+//! every change, including changes made by other processes or instances.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+use toolgate_core::{CancellationToken, CoreError, Registry};
+
+use crate::Store;
+use crate::error::StoreError;
+use crate::events::EventKind;
+
+/// How often the sync task catches up by event id even without a notification (SQLite has no
+/// cross-process notifications; PostgreSQL's may be missed while reconnecting).
+pub const SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Store {
+    /// Registers every stored definition in `registry` (dependencies first, whatever the order)
+    /// and returns the id of the newest event, the point to follow changes from.
+    pub async fn load_into(&self, registry: &Registry) -> Result<i64, StoreError> {
+        let last = self.latest_event_id().await?;
+        let definitions: Vec<_> = self
+            .definitions()
+            .await?
+            .into_iter()
+            .map(|d| d.definition)
+            .collect();
+        if registry.register_definitions(definitions.clone()).is_err() {
+            // One bad definition must not keep the others out: register them one by one, in
+            // passes, so dependencies resolve whatever the order.
+            let mut pending = definitions;
+            loop {
+                let before = pending.len();
+                let mut failed = Vec::new();
+                for def in pending {
+                    if let Err(e) = registry.register_definition(def.clone()) {
+                        failed.push((def, e));
+                    }
+                }
+                if failed.is_empty() || failed.len() == before {
+                    for (def, e) in failed {
+                        tracing::warn!(tool = %def.name, error = %e, "a stored definition could not join the registry");
+                    }
+                    break;
+                }
+                pending = failed.into_iter().map(|(d, _)| d).collect();
+            }
+        }
+        Ok(last)
+    }
+
+    /// Follows definition events from `after_id` and applies them to `registry` until `stop`
+    /// fires: created and updated definitions are (re)registered, deleted ones removed.
+    pub fn keep_in_sync(
+        &self,
+        registry: Arc<Registry>,
+        after_id: i64,
+        stop: CancellationToken,
+    ) -> JoinHandle<()> {
+        let store = self.clone();
+        let mut events = store.subscribe();
+        tokio::spawn(async move {
+            let mut last = after_id;
+            loop {
+                match store.apply_events(&registry, last).await {
+                    Ok(newest) => last = newest,
+                    Err(e) => tracing::warn!(error = %e, "registry sync could not read events"),
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    received = events.recv() => {
+                        if matches!(received, Err(RecvError::Closed)) {
+                            events = store.subscribe();
+                        }
+                    }
+                    () = tokio::time::sleep(SYNC_INTERVAL) => {}
+                }
+            }
+        })
+    }
+
+    /// Applies the events after `after_id`; returns the newest id seen.
+    async fn apply_events(&self, registry: &Registry, after_id: i64) -> Result<i64, StoreError> {
+        let mut last = after_id;
+        loop {
+            let batch = self.events(last, 500).await?;
+            let Some(newest) = batch.last().map(|e| e.id) else {
+                return Ok(last);
+            };
+            for event in &batch {
+                match event.kind {
+                    EventKind::Created | EventKind::Updated => {
+                        if let Some(stored) = self.definition(&event.tool).await? {
+                            apply_definition(registry, stored.definition);
+                        }
+                    }
+                    EventKind::Deleted => match registry.remove(&event.tool) {
+                        Ok(_) | Err(CoreError::NotFound(_)) => {}
+                        Err(e) => {
+                            tracing::warn!(tool = %event.tool, error = %e, "a deleted definition stays in the registry")
+                        }
+                    },
+                    EventKind::Validated => {}
+                }
+            }
+            last = newest;
+        }
+    }
+
+    async fn latest_event_id(&self) -> Result<i64, StoreError> {
+        let mut last = 0;
+        loop {
+            let batch = self.events(last, 500).await?;
+            match batch.last() {
+                Some(e) => last = e.id,
+                None => return Ok(last),
+            }
+        }
+    }
+}
+
+/// Registers or replaces one definition; the registry's current version wins ties.
+fn apply_definition(registry: &Registry, definition: toolgate_core::ToolDefinition) {
+    let name = definition.name.clone();
+    let same = registry
+        .get(&name)
+        .is_some_and(|t| t.spec().definition() == &definition);
+    if same {
+        return;
+    }
+    let outcome = if registry.get(&name).is_some() {
+        registry.replace_definition(definition)
+    } else {
+        registry.register_definition(definition)
+    };
+    if let Err(e) = outcome {
+        tracing::warn!(tool = %name, error = %e, "a stored definition could not join the registry");
+    }
+}
