@@ -70,32 +70,22 @@ impl App {
             .context("Built-in tools failed to register (a bug: please report it)")?;
         // Stored definitions join the registry (a bad one is reported and skipped); those the
         // caller is about to replace are left out.
-        if exclude.is_empty() {
-            store
-                .load_into(&registry)
-                .await
-                .map_err(anyhow::Error::msg)?;
-        } else {
-            let kept = Registry::with_max_isolation(plan.max_isolation);
-            store.load_into(&kept).await.map_err(anyhow::Error::msg)?;
-            let definitions: Vec<ToolDefinition> = kept
-                .snapshot()
-                .iter()
-                .filter(|t| !exclude.contains(&t.spec().name().to_string()))
-                .map(|t| t.spec().definition().clone())
-                .collect();
-            let stored = definitions
-                .into_iter()
-                .map(|d| (PathBuf::from(format!("(stored) {}", d.name)), Ok(d)))
-                .collect();
-            for loaded in register_in_order(&registry, stored) {
-                if let Err(e) = &loaded.outcome {
-                    eprintln!(
-                        "warning: {} no longer loads: {}",
-                        loaded.path.display(),
-                        e.one_line()
-                    );
-                }
+        let stored = store
+            .definitions()
+            .await
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .map(|d| d.definition)
+            .filter(|d| !exclude.contains(&d.name))
+            .map(|d| (PathBuf::from(format!("(stored) {}", d.name)), Ok(d)))
+            .collect();
+        for loaded in register_in_order(&registry, stored) {
+            if let Err(e) = &loaded.outcome {
+                eprintln!(
+                    "warning: {} no longer loads: {}",
+                    loaded.path.display(),
+                    e.one_line()
+                );
             }
         }
         let app = Self {
@@ -158,91 +148,35 @@ pub fn definition_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Registers definitions, retrying those whose dependencies come later, until nothing changes.
-/// Files still waiting then are tried as one batch, so that a cycle among them is named.
+/// Registers the parsed definitions ([`Registry::register_each`]: dependencies may come later,
+/// cycles are named) and pairs every file with its outcome.
 pub fn register_in_order(
     registry: &Registry,
     parsed: Vec<(PathBuf, Result<ToolDefinition, CoreError>)>,
 ) -> Vec<Loaded> {
     let mut done = Vec::new();
-    let mut pending = Vec::new();
+    let mut paths = Vec::new();
+    let mut defs = Vec::new();
     for (path, def) in parsed {
         match def {
-            Ok(def) => pending.push((path, def)),
+            Ok(def) => {
+                paths.push(path);
+                defs.push(def);
+            }
             Err(e) => done.push(Loaded {
                 path,
                 outcome: Err(Failure::from_error(&e, None)),
             }),
         }
     }
-    loop {
-        let before = pending.len();
-        let mut waiting = Vec::new();
-        for (path, def) in pending {
-            match registry.register_definition(def.clone()) {
-                Ok(spec) => done.push(Loaded {
-                    path,
-                    outcome: Ok(spec),
-                }),
-                Err(e) if only_unknown_dependencies(&e) => waiting.push((path, def, e)),
-                Err(e) => done.push(Loaded {
-                    path,
-                    outcome: Err(Failure::from_error(&e, Some(&def))),
-                }),
-            }
-        }
-        if waiting.is_empty() {
-            break;
-        }
-        if waiting.len() < before {
-            pending = waiting.into_iter().map(|(p, d, _)| (p, d)).collect();
-            continue;
-        }
-        let batch: Vec<ToolDefinition> = waiting.iter().map(|(_, d, _)| d.clone()).collect();
-        match registry.register_definitions(batch) {
-            Ok(specs) => {
-                for ((path, _, _), spec) in waiting.into_iter().zip(specs) {
-                    done.push(Loaded {
-                        path,
-                        outcome: Ok(spec),
-                    });
-                }
-            }
-            Err(batch_error) => {
-                let cycle = batch_error
-                    .report()
-                    .is_some_and(|r| r.errors.iter().any(|i| i.code == "depends_on.cycle"));
-                let names: Vec<String> = waiting.iter().map(|(_, d, _)| d.name.clone()).collect();
-                for (path, def, e) in waiting {
-                    let failure = if cycle {
-                        Failure::issue(
-                            "depends_on",
-                            "depends_on.cycle",
-                            format!(
-                                "{} is part of a dependency cycle among {}; remove one of the dependencies",
-                                def.name,
-                                names.join(", ")
-                            ),
-                        )
-                    } else {
-                        Failure::from_error(&e, Some(&def))
-                    };
-                    done.push(Loaded {
-                        path,
-                        outcome: Err(failure),
-                    });
-                }
-            }
-        }
-        break;
+    let outcomes = registry.register_each(defs.clone());
+    for ((path, def), outcome) in paths.into_iter().zip(defs).zip(outcomes) {
+        done.push(Loaded {
+            path,
+            outcome: outcome.map_err(|e| Failure::from_error(&e, Some(&def))),
+        });
     }
     done
-}
-
-fn only_unknown_dependencies(e: &CoreError) -> bool {
-    e.report().is_some_and(|r: &ValidationReport| {
-        !r.errors.is_empty() && r.errors.iter().all(|i| i.code == "depends_on.unknown")
-    })
 }
 
 /// Why a definition file did not load: every problem found, or one message when the file could
@@ -298,20 +232,6 @@ impl Failure {
                 report: None,
                 message,
             },
-        }
-    }
-
-    fn issue(path: &str, code: &str, message: String) -> Self {
-        Self {
-            report: Some(ValidationReport {
-                errors: vec![Issue {
-                    path: path.into(),
-                    code: code.into(),
-                    message: message.clone(),
-                }],
-                warnings: Vec::new(),
-            }),
-            message,
         }
     }
 

@@ -393,6 +393,88 @@ impl Registry {
         )
     }
 
+    /// Registers as many definitions as it can, each on its own, and returns every outcome in
+    /// the order given. A definition may come before the tools it depends on (registration
+    /// goes in passes until nothing changes); definitions left depending on each other are
+    /// reported as a cycle naming all of them.
+    pub fn register_each(&self, defs: Vec<ToolDefinition>) -> Vec<Result<ToolSpec, CoreError>> {
+        let mut outcomes: Vec<Result<ToolSpec, CoreError>> = defs
+            .iter()
+            .map(|d| self.register_definition(d.clone()))
+            .collect();
+        let waiting = |outcomes: &[Result<ToolSpec, CoreError>]| -> Vec<usize> {
+            (0..outcomes.len())
+                .filter(|&i| outcomes[i].as_ref().is_err_and(only_unknown_dependencies))
+                .collect()
+        };
+        let mut pending = waiting(&outcomes);
+        loop {
+            for &i in &pending {
+                outcomes[i] = self.register_definition(defs[i].clone());
+            }
+            let still = waiting(&outcomes);
+            if still.is_empty() || still.len() == pending.len() {
+                pending = still;
+                break;
+            }
+            pending = still;
+        }
+        // Definitions whose dependencies are neither registered nor among the stalled ones can
+        // never resolve; leave them out so the rest can be tried together.
+        loop {
+            let stalled: HashSet<&str> = pending.iter().map(|&i| defs[i].name.as_str()).collect();
+            let resolvable = |i: &usize| {
+                defs[*i]
+                    .depends_on
+                    .iter()
+                    .all(|d| stalled.contains(d.as_str()) || self.get(d).is_some())
+            };
+            let kept: Vec<usize> = pending.iter().copied().filter(resolvable).collect();
+            if kept.len() == pending.len() {
+                break;
+            }
+            pending = kept;
+        }
+        if !pending.is_empty() {
+            // Stalled: as one batch they may resolve each other, or form a cycle.
+            let batch: Vec<ToolDefinition> = pending.iter().map(|&i| defs[i].clone()).collect();
+            match self.register_definitions(batch) {
+                Ok(specs) => {
+                    for (&i, spec) in pending.iter().zip(specs) {
+                        outcomes[i] = Ok(spec);
+                    }
+                }
+                Err(e)
+                    if e.report()
+                        .is_some_and(|r| r.errors.iter().any(|i| i.code == "depends_on.cycle")) =>
+                {
+                    let names: Vec<&str> = pending.iter().map(|&i| defs[i].name.as_str()).collect();
+                    for &i in &pending {
+                        let name = defs[i].name.clone();
+                        let message = format!(
+                            "{name} is part of a dependency cycle among {}; remove one of the dependencies",
+                            names.join(", ")
+                        );
+                        outcomes[i] = Err(CoreError::Invalid {
+                            name,
+                            report: Box::new(crate::validate::ValidationReport {
+                                errors: vec![crate::validate::Issue {
+                                    path: "depends_on".into(),
+                                    code: "depends_on.cycle".into(),
+                                    message,
+                                }],
+                                warnings: Vec::new(),
+                            }),
+                        });
+                    }
+                }
+                // Otherwise each keeps its own unknown-dependency report.
+                Err(_) => {}
+            }
+        }
+        outcomes
+    }
+
     /// Registers many tools at once: all or none, one published change.
     pub fn register_all(
         &self,
@@ -542,4 +624,11 @@ impl Registry {
         }
         self.changes.send_replace(version);
     }
+}
+
+/// Whether registration failed only because dependencies are not registered (yet).
+fn only_unknown_dependencies(e: &CoreError) -> bool {
+    e.report().is_some_and(|r| {
+        !r.errors.is_empty() && r.errors.iter().all(|i| i.code == "depends_on.unknown")
+    })
 }

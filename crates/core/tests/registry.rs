@@ -1027,3 +1027,44 @@ fn a_hundred_thousand_definitions() {
     assert!(registry.get("tool_050000").is_none());
     assert!(registry.get("zzz_extra").is_some());
 }
+
+#[test]
+fn register_each_registers_what_it_can_and_names_cycles() {
+    let registry = Registry::new();
+    let mut bad = def("bad_one");
+    bad.description = String::new();
+    let outcomes = registry.register_each(vec![
+        def_with_deps("uses", &["used"]),
+        bad,
+        def_with_deps("ping", &["pong"]),
+        def_with_deps("pong", &["ping"]),
+        def_with_deps("lonely", &["nobody"]),
+        def("used"),
+    ]);
+    let codes: Vec<Vec<String>> = outcomes
+        .iter()
+        .map(|o| match o {
+            Ok(_) => Vec::new(),
+            Err(e) => codes(e),
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            vec![],
+            vec!["description.empty".to_owned()],
+            vec!["depends_on.cycle".to_owned()],
+            vec!["depends_on.cycle".to_owned()],
+            vec!["depends_on.unknown".to_owned()],
+            vec![],
+        ]
+    );
+    let cycle = outcomes[2].as_ref().unwrap_err().report().unwrap();
+    assert!(
+        cycle.errors[0].message.contains("ping, pong"),
+        "{}",
+        cycle.errors[0].message
+    );
+    assert!(registry.get("uses").is_some() && registry.get("used").is_some());
+    assert!(registry.get("ping").is_none() && registry.get("bad_one").is_none());
+}

@@ -27,25 +27,10 @@ impl Store {
             .into_iter()
             .map(|d| d.definition)
             .collect();
-        if registry.register_definitions(definitions.clone()).is_err() {
-            // One bad definition must not keep the others out: register them one by one, in
-            // passes, so dependencies resolve whatever the order.
-            let mut pending = definitions;
-            loop {
-                let before = pending.len();
-                let mut failed = Vec::new();
-                for def in pending {
-                    if let Err(e) = registry.register_definition(def.clone()) {
-                        failed.push((def, e));
-                    }
-                }
-                if failed.is_empty() || failed.len() == before {
-                    for (def, e) in failed {
-                        tracing::warn!(tool = %def.name, error = %e, "a stored definition could not join the registry");
-                    }
-                    break;
-                }
-                pending = failed.into_iter().map(|(d, _)| d).collect();
+        let names: Vec<String> = definitions.iter().map(|d| d.name.clone()).collect();
+        for (name, outcome) in names.iter().zip(registry.register_each(definitions)) {
+            if let Err(e) = outcome {
+                tracing::warn!(tool = %name, error = %e, "a stored definition could not join the registry");
             }
         }
         Ok(last)
