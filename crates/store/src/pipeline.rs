@@ -58,7 +58,7 @@ impl Stage for AuditStage {
                     definition_hash: spec.definition_hash().to_owned(),
                     principal: call.request.principal.id.as_str().to_owned(),
                     input: spec.redact(&call.input),
-                    fetched_at: chrono::Utc::now(),
+                    fetched_at: call.fetched_at,
                 };
                 if let Err(e) = self.store.audit_started(&entry).await {
                     tracing::error!(error = %e, tool = %entry.tool, call_id = %entry.call_id, "cannot write the audit log; call refused");

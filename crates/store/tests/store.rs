@@ -624,6 +624,11 @@ async fn pipeline_body(db: &TestDb) {
     assert_eq!(finished.outcome, Outcome::Data(json!({"saved": "milk"})));
     assert_eq!(started.definition_hash, finished.definition_hash.unwrap());
     assert!(started.fetched_at <= Utc::now());
+    // One call, one time: both entries carry the envelope's fetchedAt.
+    // (the store keeps microseconds).
+    let at = chrono::SubsecRound::trunc_subsecs(write.fetched_at, 6);
+    assert_eq!(started.fetched_at, at);
+    assert_eq!(finished.fetched_at, at);
 
     let read = p
         .call(toolgate_core::CallRequest::new("read_notes", json!({})))

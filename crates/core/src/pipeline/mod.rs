@@ -139,6 +139,8 @@ pub struct Call {
     pub attempts: u32,
     pub truncated: bool,
     pub output_ref: Option<String>,
+    /// When the call started: the envelope's `fetchedAt`, for stages that record the call.
+    pub fetched_at: DateTime<Utc>,
     pub(crate) http: Option<Arc<dyn HttpClient>>,
 }
 
@@ -370,6 +372,7 @@ impl Pipeline {
             attempts: 0,
             truncated: false,
             output_ref: None,
+            fetched_at,
             http: self.http.clone(),
         };
         let next = Next {
@@ -412,7 +415,12 @@ impl Pipeline {
         }
         .instrument(span.clone())
         .await;
-        let result = self.envelope(call_parts(&call), fetched_at, started.elapsed(), outcome);
+        let result = self.envelope(
+            call_parts(&call),
+            call.fetched_at,
+            started.elapsed(),
+            outcome,
+        );
         if let Some(kind) = result.error_kind() {
             span.record("toolgate.error_kind", kind.as_str());
         }
