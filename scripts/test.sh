@@ -32,6 +32,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "tests (cargo nextest)"
 cargo nextest run --workspace --no-fail-fast
 
+step "MCP conformance suite (@modelcontextprotocol/conformance 0.1.16, baseline: resources and prompts)"
+bash scripts/conformance.sh
+
+step "interop with the official Python MCP SDK (stdio and Streamable HTTP)"
+bash scripts/interop.sh
+
 step "doc tests"
 cargo test --workspace --doc --quiet
 

@@ -48,6 +48,10 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
         .cancel_token(cancel)
         .approval(approval);
     let result = app.pipeline().call(request).await;
+    // Read-only calls' audit entries are queued for a group commit; write them before exiting.
+    if let Err(e) = app.store.flush_audit().await {
+        eprintln!("warning: the call's audit entry could not be written: {e}");
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?;

@@ -14,6 +14,8 @@ Exit codes:
      a database that cannot be opened)
 
 Examples:
+  toolgate serve                                   # http://127.0.0.1:7878/mcp and /v1
+  toolgate serve --stdio                           # MCP over stdio, for desktop clients
   toolgate call calculator --args '{\"expression\": \"2 * (3 + 4)\"}'
   toolgate --root ./workspace call read_file --args '{\"path\": \"notes.txt\"}'
   toolgate --tools-dir ./tools tools list --category external_api
@@ -65,6 +67,19 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve the tools over MCP (Streamable HTTP at /mcp, or --stdio) and the REST API (/v1).
+    ///
+    /// With no options: the default SQLite store, the built-in tools, file tools jailed to the
+    /// current directory, on http://127.0.0.1:7878. Without principals in the config file the
+    /// server only listens on loopback and every request is the local principal; with
+    /// principals, every request needs `Authorization: Bearer TOKEN` (see `toolgate token`).
+    /// SIGINT/SIGTERM stop it gracefully: running calls get --grace seconds to finish, then are
+    /// cancelled; every call's audit record is written. A second Ctrl-C quits at once.
+    Serve(ServeArgs),
+
+    /// Make a new random bearer token and print it with the SHA-256 the config file stores.
+    Token,
+
     /// List, show, validate and export tool definitions.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -77,6 +92,21 @@ pub enum Command {
 
     /// The audit log: every call, newest first (`audit show`, `audit output`, `audit verify`).
     Audit(AuditArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address for HTTP (MCP at /mcp, REST at /v1). Non-loopback addresses need principals.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub http: String,
+
+    /// Serve MCP over standard input/output instead of HTTP (only MCP messages on stdout).
+    #[arg(long, conflicts_with = "http")]
+    pub stdio: bool,
+
+    /// Seconds running calls may take to finish after a shutdown signal before being cancelled.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub grace: u64,
 }
 
 #[derive(Debug, Subcommand)]

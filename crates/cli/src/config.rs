@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
-use toolgate_core::{Permission, Principal, PrincipalId, RateLimit};
+use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
+use toolgate_server::{PrincipalEntry, parse_token_hash};
 use toolgate_store::Plan;
 
 /// `toolgate.toml`.
@@ -22,6 +23,23 @@ pub struct Config {
     pub rate_limit: Option<RateLimitConfig>,
     /// The plan in force: core, writer_pro, teams or enterprise (the default).
     pub plan: Option<String>,
+    /// `[server]`: who may reach `toolgate serve` besides loopback clients.
+    #[serde(default)]
+    pub server: ServerConfig,
+}
+
+/// `[server]` settings of `toolgate serve`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Host names (or host:port) accepted in the `Host` header besides loopback names.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call the server (`https://app.example.com`).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Largest request body in bytes (default 4 MiB).
+    pub max_body_bytes: Option<usize>,
 }
 
 impl Config {
@@ -50,6 +68,14 @@ pub struct PrincipalConfig {
     pub grants: Vec<Permission>,
     /// If set, the only tools this principal may call.
     pub tools: Option<Vec<String>>,
+    /// SHA-256 (hex) of the principal's bearer token for `toolgate serve` (`toolgate token`).
+    pub token_sha256: Option<String>,
+    /// The principal's plan (defaults to the file's `plan`).
+    pub plan: Option<String>,
+    /// A rate over all of the principal's calls.
+    pub rate_limit: Option<RateLimitConfig>,
+    /// At most this many of the principal's calls at once.
+    pub max_concurrent_calls: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,7 +100,54 @@ impl Config {
                 anyhow::anyhow!("Invalid config file {}: [rate_limit] {e}", path.display())
             })?;
         }
+        config
+            .principal_entries()
+            .with_context(|| format!("Invalid config file {}", path.display()))?;
         Ok(config)
+    }
+
+    /// The principals as `toolgate serve` knows them: grants, token hash, plan and quota.
+    pub fn principal_entries(&self) -> anyhow::Result<Vec<PrincipalEntry>> {
+        let default_plan = self.plan()?;
+        let mut entries = Vec::with_capacity(self.principals.len());
+        for (id, p) in &self.principals {
+            let principal = self.principal(Some(id))?;
+            let token_sha256 = p
+                .token_sha256
+                .as_deref()
+                .map(parse_token_hash)
+                .transpose()
+                .map_err(|e| {
+                    anyhow::anyhow!("[principals.{id}] {e}; `toolgate token` makes one")
+                })?;
+            let plan = match &p.plan {
+                None => default_plan.clone(),
+                Some(name) => Plan::named(name).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "[principals.{id}] unknown plan {name:?}; use one of core, writer_pro, teams, enterprise"
+                    )
+                })?,
+            };
+            let rate = p
+                .rate_limit
+                .as_ref()
+                .map(|r| RateLimit::new(r.burst, r.per_second))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("[principals.{id}.rate_limit] {e}"))?;
+            if p.max_concurrent_calls == Some(0) {
+                bail!("[principals.{id}] max_concurrent_calls must be at least 1");
+            }
+            entries.push(PrincipalEntry {
+                principal,
+                token_sha256,
+                plan,
+                quota: Quota {
+                    rate,
+                    max_concurrent: p.max_concurrent_calls,
+                },
+            });
+        }
+        Ok(entries)
     }
 
     /// The principal named `id`: `local` (every permission) unless the config defines it.

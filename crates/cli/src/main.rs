@@ -7,6 +7,7 @@ mod call;
 mod cli;
 mod config;
 mod definitions;
+mod serve;
 mod tools;
 
 use std::process::ExitCode;
@@ -32,7 +33,8 @@ fn main() -> ExitCode {
     };
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        // One worker per CPU this process may run on (respects taskset/cgroup limits).
+        .worker_threads(std::thread::available_parallelism().map_or(2, usize::from))
         .enable_all()
         .build()
     {
@@ -74,6 +76,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tools(ToolsCommand::History(args)) => {
             definitions::history(&App::new(g).await?, args).await
         }
+        Command::Serve(args) => serve::run(g, args).await,
+        Command::Token => serve::token(),
         Command::Call(args) => call::run(&App::new(g).await?, args).await,
         Command::Audit(args) => audit::run(&App::new(g).await?, args).await,
     }

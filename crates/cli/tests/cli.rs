@@ -444,7 +444,8 @@ tools = ["read_file", "write_file", "list_directory"]
     ]
     .concat();
     let env = sb.run(&calc).expect(1).json();
-    assert_eq!(env["errorKind"], "authorization");
+    // Outside the principal's allowed tools: reported exactly like a tool that does not exist.
+    assert_eq!(env["errorKind"], "not_found");
 
     let unknown = [&cfg[..], &["call", "calculator", "--principal", "mallory"]].concat();
     let run = sb.run(&unknown).expect(2);

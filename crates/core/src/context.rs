@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::content::{Attachments, Content};
 use crate::envelope::CallId;
 use crate::error::ToolError;
 use crate::names::{Permission, PrincipalId, ToolName};
@@ -133,6 +134,98 @@ pub trait ProgressSink: Send + Sync {
     fn report(&self, progress: f64, total: Option<f64>, message: Option<&str>);
 }
 
+/// Severity of a log message sent to the connected client (RFC 5424 levels, as MCP uses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    /// Every level, least severe first.
+    pub const ALL: [LogLevel; 8] = [
+        Self::Debug,
+        Self::Info,
+        Self::Notice,
+        Self::Warning,
+        Self::Error,
+        Self::Critical,
+        Self::Alert,
+        Self::Emergency,
+    ];
+
+    /// The wire name (`"warning"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Notice => "notice",
+            Self::Warning => "warning",
+            Self::Error => "error",
+            Self::Critical => "critical",
+            Self::Alert => "alert",
+            Self::Emergency => "emergency",
+        }
+    }
+}
+
+/// A request for the connected client's model to write a reply (MCP sampling).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplingRequest {
+    /// The user message the model should answer.
+    pub prompt: String,
+    pub system_prompt: Option<String>,
+    pub max_tokens: u32,
+}
+
+/// The client's model reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplingReply {
+    pub text: String,
+    pub model: String,
+    pub stop_reason: Option<String>,
+}
+
+/// The client user's answer to an elicitation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ElicitAnswer {
+    /// The user submitted the form: the values, matching the requested schema.
+    Accept(Map<String, Value>),
+    /// The user explicitly said no.
+    Decline,
+    /// The user dismissed the request without choosing.
+    Cancel,
+}
+
+/// The client connected to the current call (an MCP session): where log messages go, and who
+/// can answer sampling and elicitation requests. Implemented by the server's MCP adapter.
+pub trait ClientBridge: Send + Sync {
+    /// Sends a log message to the client (dropped if below the client's chosen level).
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value);
+
+    /// Whether the client declared it can answer elicitation requests.
+    fn can_elicit(&self) -> bool;
+
+    /// Whether the client declared it can answer sampling requests.
+    fn can_sample(&self) -> bool;
+
+    /// Asks the client's model for a reply.
+    fn sample(&self, request: SamplingRequest) -> BoxFuture<'_, Result<SamplingReply, ToolError>>;
+
+    /// Asks the client's user to fill in a form described by `schema` (a flat JSON Schema object).
+    fn elicit(
+        &self,
+        message: String,
+        schema: Value,
+    ) -> BoxFuture<'_, Result<ElicitAnswer, ToolError>>;
+}
+
 /// The context of one attempt of one call.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -144,6 +237,8 @@ pub struct ToolContext {
     pub(crate) http: Option<Arc<dyn HttpClient>>,
     pub(crate) extensions: Arc<Extensions>,
     pub(crate) progress: Option<Arc<dyn ProgressSink>>,
+    pub(crate) client: Option<Arc<dyn ClientBridge>>,
+    pub(crate) attachments: Attachments,
     pub(crate) attempt: u32,
 }
 
@@ -159,6 +254,8 @@ impl ToolContext {
             http: None,
             extensions: Arc::default(),
             progress: None,
+            client: None,
+            attachments: Attachments::default(),
             attempt: 1,
         }
     }
@@ -226,6 +323,32 @@ impl ToolContext {
     /// The service of type `T`, if the embedder provided one.
     pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
         self.extensions.get()
+    }
+
+    /// Adds a content block (image, audio, embedded resource, text) to this call's result.
+    /// Blocks from a failed attempt are discarded before a retry.
+    pub fn attach(&self, content: Content) {
+        self.attachments.push(content);
+    }
+
+    /// Sends a log message to the connected client, if there is one; always traced too.
+    pub fn log(&self, level: LogLevel, message: impl Into<String>) {
+        let message = message.into();
+        tracing::debug!(tool = %self.tool, level = level.as_str(), %message, "tool log");
+        if let Some(client) = &self.client {
+            client.log(level, Some(self.tool.as_str()), Value::String(message));
+        }
+    }
+
+    /// The connected client, or an `unavailable` error naming what the tool needed it for.
+    pub fn client(&self, purpose: &str) -> Result<&dyn ClientBridge, ToolError> {
+        self.client.as_deref().ok_or_else(|| {
+            ToolError::unavailable(format!(
+                "Tool {} needs a connected MCP client for {purpose}; call it over MCP",
+                self.tool
+            ))
+            .permanent()
+        })
     }
 
     /// Reports progress (ignored when nobody listens).

@@ -1,5 +1,6 @@
 //! The result envelope (DESIGN.md §2): exactly one per call, `data` xor `error`, never thrown.
 
+use crate::content::Content;
 use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -127,6 +128,8 @@ pub struct ToolResult {
     pub truncated: bool,
     /// Where the full output is kept, when it is kept elsewhere.
     pub output_ref: Option<String>,
+    /// Rich content blocks the tool attached (images, audio, resources); successes only.
+    pub content: Vec<Content>,
 }
 
 impl ToolResult {
@@ -187,6 +190,9 @@ impl Serialize for ToolResult {
         if let Some(r) = &self.output_ref {
             map.serialize_entry("outputRef", r)?;
         }
+        if !self.content.is_empty() {
+            map.serialize_entry("content", &self.content)?;
+        }
         map.end()
     }
 }
@@ -213,6 +219,8 @@ struct WireResult {
     truncated: bool,
     #[serde(default)]
     output_ref: Option<String>,
+    #[serde(default)]
+    content: Vec<Content>,
 }
 
 /// Distinguishes `"data": null` (present) from an absent `data` key.
@@ -248,6 +256,7 @@ impl<'de> Deserialize<'de> for ToolResult {
             duration_ms: w.duration_ms,
             truncated: w.truncated,
             output_ref: w.output_ref,
+            content: w.content,
         })
     }
 }

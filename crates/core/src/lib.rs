@@ -1,6 +1,7 @@
 //! toolgate core: tool definitions, validation, the registry, the result envelope, the tool
 //! context and the call pipeline. No SQL, no HTTP server, no wire formats beyond the envelope.
 
+mod content;
 mod context;
 mod definition;
 mod envelope;
@@ -16,9 +17,10 @@ pub mod telemetry;
 mod tool;
 mod validate;
 
+pub use content::{Content, EmbeddedResource};
 pub use context::{
-    AuthClaims, Extensions, HttpClient, HttpRequest, HttpResponse, Principal, ProgressSink,
-    ToolContext,
+    AuthClaims, ClientBridge, ElicitAnswer, Extensions, HttpClient, HttpRequest, HttpResponse,
+    LogLevel, Principal, ProgressSink, SamplingReply, SamplingRequest, ToolContext,
 };
 pub use definition::{
     Category, Consequence, Constraints, Effect, Isolation, ParamType, Parameter, RUN_KINDS,
@@ -31,7 +33,7 @@ pub use names::{MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAM
 pub use pipeline::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Call, CallObserver, CallRecord, CallRequest,
     Decision, Executor, InProcessExecutor, Next, Pipeline, PipelineBuilder, PreApproved,
-    PromptApproval, RateLimit, RateLimitStage, RetryPolicy, Stage,
+    PrincipalQuotaStage, PromptApproval, Quota, RateLimit, RateLimitStage, RetryPolicy, Stage,
 };
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use spec::{Limits, Resolved, ToolSpec, write_canonical};

@@ -365,19 +365,19 @@ impl Registry {
 
     /// Registers a built-in tool (it can then be neither replaced nor removed).
     pub fn register_builtin(&self, tool: Arc<dyn Tool>) -> Result<ToolSpec, CoreError> {
-        self.insert(vec![Source::Tool(tool)], true, false)
+        self.insert(vec![Source::Tool(tool)], true, false, None)
             .map(|mut v| v.remove(0))
     }
 
     /// Registers a tool implemented in Rust.
     pub fn register(&self, tool: Arc<dyn Tool>) -> Result<ToolSpec, CoreError> {
-        self.insert(vec![Source::Tool(tool)], false, false)
+        self.insert(vec![Source::Tool(tool)], false, false, None)
             .map(|mut v| v.remove(0))
     }
 
     /// Registers a definition without an implementation of its own (declarative tools).
     pub fn register_definition(&self, def: ToolDefinition) -> Result<ToolSpec, CoreError> {
-        self.insert(vec![Source::Definition(def)], false, false)
+        self.insert(vec![Source::Definition(def)], false, false, None)
             .map(|mut v| v.remove(0))
     }
 
@@ -390,6 +390,7 @@ impl Registry {
             defs.into_iter().map(Source::Definition).collect(),
             false,
             false,
+            None,
         )
     }
 
@@ -485,18 +486,19 @@ impl Registry {
             tools.into_iter().map(Source::Tool).collect(),
             builtin,
             false,
+            None,
         )
     }
 
     /// Replaces a custom tool's definition (keeping its implementation unless `tool` is given).
     pub fn replace_definition(&self, def: ToolDefinition) -> Result<ToolSpec, CoreError> {
-        self.insert(vec![Source::Definition(def)], false, true)
+        self.insert(vec![Source::Definition(def)], false, true, None)
             .map(|mut v| v.remove(0))
     }
 
     /// Replaces a custom tool (definition and implementation).
     pub fn replace(&self, tool: Arc<dyn Tool>) -> Result<ToolSpec, CoreError> {
-        self.insert(vec![Source::Tool(tool)], false, true)
+        self.insert(vec![Source::Tool(tool)], false, true, None)
             .map(|mut v| v.remove(0))
     }
 
@@ -526,11 +528,27 @@ impl Registry {
         Ok(spec)
     }
 
+    /// Validates `def` as [`Registry::register_definition`] (or, with `replace`,
+    /// [`Registry::replace_definition`]) would, under `max_isolation` when given (a caller's plan
+    /// may allow less than the registry's), without changing the registry.
+    pub fn check(
+        &self,
+        def: ToolDefinition,
+        replace: bool,
+        max_isolation: Option<Isolation>,
+    ) -> Result<ToolSpec, CoreError> {
+        let max = max_isolation.map_or(self.max_isolation, |m| m.min(self.max_isolation));
+        self.insert(vec![Source::Definition(def)], false, replace, Some(max))
+            .map(|mut v| v.remove(0))
+    }
+
+    /// Adds or replaces tools; with `dry_run` set to an isolation cap, only validates.
     fn insert(
         &self,
         sources: Vec<Source>,
         builtin: bool,
         replace: bool,
+        dry_run: Option<Isolation>,
     ) -> Result<Vec<ToolSpec>, CoreError> {
         let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.current.load_full();
@@ -560,7 +578,7 @@ impl Registry {
                 found => found,
             };
             let env = Env {
-                max_isolation: self.max_isolation,
+                max_isolation: dry_run.unwrap_or(self.max_isolation),
                 lookup: Some(&lookup),
                 builtin,
             };
@@ -604,6 +622,9 @@ impl Registry {
                     }),
                 });
             }
+        }
+        if dry_run.is_some() {
+            return Ok(added);
         }
         if !builtin && !replace {
             metrics::counter!(telemetry::DEFINITIONS_CREATED).increment(added.len() as u64);

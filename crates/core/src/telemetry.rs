@@ -28,3 +28,36 @@ pub(crate) fn record_validation(def: &ToolDefinition, took: Duration, ok: bool) 
         tracing::debug!(target: "toolgate::definitions", tool = %def.name, "tool definition validation failed");
     }
 }
+
+/// Every metric name with its help text, for recorders that publish descriptions.
+pub const DESCRIPTIONS: [(&str, &str); 7] = [
+    (
+        VALIDATION_DURATION,
+        "Seconds spent validating one tool definition",
+    ),
+    (
+        VALIDATION_FAILURES,
+        "Tool definitions that failed validation",
+    ),
+    (DEFINITIONS_CREATED, "Custom tool definitions created"),
+    (
+        DEFINITIONS_BY_CATEGORY,
+        "Registered tool definitions per category",
+    ),
+    (CALLS, "Tool calls per tool"),
+    (CALL_ERRORS, "Failed tool calls per tool and error kind"),
+    (CALL_DURATION, "Tool call latency in seconds per tool"),
+];
+
+/// Describes every metric to the installed recorder (help text, units).
+pub fn describe() {
+    for (name, help) in DESCRIPTIONS {
+        match name {
+            VALIDATION_DURATION | CALL_DURATION => {
+                metrics::describe_histogram!(name, metrics::Unit::Seconds, help);
+            }
+            DEFINITIONS_BY_CATEGORY => metrics::describe_gauge!(name, help),
+            _ => metrics::describe_counter!(name, help),
+        }
+    }
+}

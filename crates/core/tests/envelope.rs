@@ -31,6 +31,7 @@ fn result(outcome: Outcome) -> ToolResult {
         duration_ms: 41.7,
         truncated: false,
         output_ref: None,
+        content: Vec::new(),
     }
 }
 

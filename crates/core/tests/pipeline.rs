@@ -243,10 +243,10 @@ async fn authorization_checks_permissions_and_allowed_tools() {
         ),
         ("local operator", Principal::local(), "get_weather", None),
         (
-            "not in the allowed tools",
+            "not in the allowed tools: not found, as if it did not exist",
             Principal::local().only_tools(["other_tool"]),
             "get_weather",
-            Some(ErrorKind::Authorization),
+            Some(ErrorKind::NotFound),
         ),
         (
             "in the allowed tools",
@@ -264,7 +264,7 @@ async fn authorization_checks_permissions_and_allowed_tools() {
             "empty allowed tools",
             Principal::local().only_tools(Vec::<String>::new()),
             "other_tool",
-            Some(ErrorKind::Authorization),
+            Some(ErrorKind::NotFound),
         ),
     ];
     let mut expected_calls = 0;
@@ -1924,4 +1924,33 @@ async fn a_panicking_stage_or_observer_still_yields_one_result() {
     let r = p.call(CallRequest::new("fine", json!({}))).await;
     assert_eq!(r.data(), Some(&json!("ok")));
     assert_eq!(seen.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn tools_outside_the_allowed_list_look_exactly_like_missing_ones() {
+    let p = pipeline(vec![Arc::new(
+        weather().handler(|_, _| async { Ok(json!({})) }),
+    )]);
+    let hidden = Principal::local().only_tools(["other_tool"]);
+    let seen = p
+        .call(CallRequest::new("get_weather", json!({})).principal(hidden.clone()))
+        .await;
+    let missing = p
+        .call(CallRequest::new("get_weathr", json!({})).principal(hidden.clone()))
+        .await;
+    assert_eq!(seen.error_kind(), Some(ErrorKind::NotFound));
+    assert_eq!(
+        seen.error().unwrap().replace("get_weather", "X"),
+        "Tool not found: X. List the available tools to find the right name."
+    );
+    // The typo gets no "did you mean get_weather?" either.
+    assert_eq!(
+        missing.error().unwrap(),
+        "Tool not found: get_weathr. List the available tools to find the right name."
+    );
+    // With the tool allowed, the same typo gets the suggestion.
+    let r = p
+        .call(CallRequest::new("get_weathr", json!({})).principal(Principal::local()))
+        .await;
+    assert!(r.error().unwrap().contains("Did you mean get_weather?"));
 }

@@ -8,6 +8,7 @@
 //! output's SHA-256, so [`Store::verify`] also detects an altered or removed output.
 
 use std::fmt;
+use std::sync::Weak;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::ser::SerializeMap;
@@ -16,8 +17,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_core::{CallId, ErrorKind, Outcome, Principal, ToolResult, ToolSpec, write_canonical};
 
+use tokio::sync::{mpsc, oneshot};
+
 use crate::error::StoreError;
-use crate::{LOCK_AUDIT, Store, from_json, now, on_pool, parse_ts, ts, write_tx};
+use crate::{Inner, LOCK_AUDIT, Store, from_json, now, on_pool, parse_ts, ts, write_tx};
 
 /// `prev_hash` of the first entry.
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -396,58 +399,86 @@ fn entries_sql(filter: &str) -> sqlx::AssertSqlSafe<String> {
 }
 
 impl Store {
-    /// Appends `entry` to the chain under the audit write lock and commits (durably) before
-    /// returning. Fills in `seq`, `recorded_at`, `prev_hash` and `hash`.
-    async fn append(&self, mut entry: Entry) -> Result<i64, StoreError> {
+    /// Appends `entry` to the chain and waits until it is committed (durably). Entries of
+    /// concurrent calls share one transaction (group commit; see [`AuditWriter`]).
+    async fn append(&self, entry: Entry) -> Result<i64, StoreError> {
+        self.inner.audit_writer.append(entry).await
+    }
+
+    /// Queues `entry` without waiting for its commit; [`Store::flush_audit`] (and
+    /// [`Store::close`]) wait for everything queued.
+    async fn append_queued(&self, entry: Entry) -> Result<(), StoreError> {
+        self.inner.audit_writer.queue(entry).await
+    }
+
+    /// Waits until every audit entry queued so far is committed.
+    pub async fn flush_audit(&self) -> Result<(), StoreError> {
+        self.inner.audit_writer.flush().await
+    }
+
+    /// Appends `entries` to the chain in one transaction under the audit write lock; fills in
+    /// each one's `seq`, `recorded_at`, `prev_hash` and `hash`.
+    async fn append_batch(&self, entries: &mut [Entry]) -> Result<(), StoreError> {
         write_tx!(self, LOCK_AUDIT, tx => {
             let last: Option<(i64, String)> =
                 sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(StoreError::db("reading the audit log"))?;
-            let (seq, prev) = last.unwrap_or((0, GENESIS.to_owned()));
-            if entry.output_ref.is_some() {
-                entry.output_sha256 =
-                    sqlx::query_scalar("SELECT sha256 FROM audit_outputs WHERE call_id = $1")
-                        .bind(&entry.call_id)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(StoreError::db("reading a stored output's hash"))?;
+            let (mut seq, mut prev) = last.unwrap_or((0, GENESIS.to_owned()));
+            for entry in entries.iter_mut() {
+                if entry.output_ref.is_some() {
+                    entry.output_sha256 =
+                        sqlx::query_scalar("SELECT sha256 FROM audit_outputs WHERE call_id = $1")
+                            .bind(&entry.call_id)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(StoreError::db("reading a stored output's hash"))?;
+                }
+                seq += 1;
+                entry.seq = seq;
+                entry.prev_hash = std::mem::take(&mut prev);
+                entry.recorded_at = ts(now());
+                entry.hash = entry.compute_hash();
+                prev = entry.hash.clone();
             }
-            entry.seq = seq + 1;
-            entry.prev_hash = prev;
-            entry.recorded_at = ts(now());
-            entry.hash = entry.compute_hash();
-            sqlx::query(
-                "INSERT INTO audit_log (seq, kind, call_id, tool, definition_hash, principal, input_json, \
-                 error_kind, error, data_json, output_ref, output_sha256, attempts, duration_ms, fetched_at, truncated, \
-                 recorded_at, prev_hash, hash) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
-            )
-            .bind(entry.seq)
-            .bind(&entry.kind)
-            .bind(&entry.call_id)
-            .bind(&entry.tool)
-            .bind(&entry.definition_hash)
-            .bind(&entry.principal)
-            .bind(&entry.input_json)
-            .bind(&entry.error_kind)
-            .bind(&entry.error)
-            .bind(&entry.data_json)
-            .bind(&entry.output_ref)
-            .bind(&entry.output_sha256)
-            .bind(entry.attempts)
-            .bind(entry.duration_ms)
-            .bind(&entry.fetched_at)
-            .bind(entry.truncated)
-            .bind(&entry.recorded_at)
-            .bind(&entry.prev_hash)
-            .bind(&entry.hash)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::db("writing the audit log"))?;
+            // One multi-row INSERT per batch: each statement is a round trip to the database
+            // (a thread hop for SQLite), so a batch costs one instead of one per entry.
+            for chunk in entries.chunks(INSERT_ROWS) {
+                let mut insert = sqlx::QueryBuilder::new(
+                    "INSERT INTO audit_log (seq, kind, call_id, tool, definition_hash, principal, input_json, \
+                     error_kind, error, data_json, output_ref, output_sha256, attempts, duration_ms, fetched_at, truncated, \
+                     recorded_at, prev_hash, hash) ",
+                );
+                insert.push_values(chunk, |mut row, entry| {
+                    row.push_bind(entry.seq)
+                        .push_bind(&entry.kind)
+                        .push_bind(&entry.call_id)
+                        .push_bind(&entry.tool)
+                        .push_bind(&entry.definition_hash)
+                        .push_bind(&entry.principal)
+                        .push_bind(&entry.input_json)
+                        .push_bind(&entry.error_kind)
+                        .push_bind(&entry.error)
+                        .push_bind(&entry.data_json)
+                        .push_bind(&entry.output_ref)
+                        .push_bind(&entry.output_sha256)
+                        .push_bind(entry.attempts)
+                        .push_bind(entry.duration_ms)
+                        .push_bind(&entry.fetched_at)
+                        .push_bind(entry.truncated)
+                        .push_bind(&entry.recorded_at)
+                        .push_bind(&entry.prev_hash)
+                        .push_bind(&entry.hash);
+                });
+                insert
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::db("writing the audit log"))?;
+            }
         });
-        Ok(entry.seq)
+        Ok(())
     }
 
     /// Records, durably, that a side-effecting call is about to run. Commits before returning.
@@ -464,33 +495,16 @@ impl Store {
         self.append(e).await.map(|_| ())
     }
 
-    /// Records a call's outcome. Data is not stored when `output_ref` is set.
+    /// Records a call's outcome and waits until it is committed. Data is not stored when
+    /// `output_ref` is set.
     pub async fn audit_finished(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        let mut e = Entry::new(
-            "finished",
-            record.call_id,
-            &record.tool,
-            &record.principal,
-            &record.input,
-        );
-        e.definition_hash = record.definition_hash.clone();
-        match &record.outcome {
-            Outcome::Data(data) => {
-                if record.output_ref.is_none() {
-                    e.data_json = Some(data.to_string());
-                }
-            }
-            Outcome::Error { kind, message } => {
-                e.error_kind = Some(kind.as_str().to_owned());
-                e.error = Some(clean(message));
-            }
-        }
-        e.output_ref = record.output_ref.clone();
-        e.attempts = Some(i64::from(record.attempts));
-        e.duration_ms = Some(record.duration_ms);
-        e.fetched_at = ts(record.fetched_at);
-        e.truncated = record.truncated;
-        self.append(e).await.map(|_| ())
+        self.append(finished_entry(record)).await.map(|_| ())
+    }
+
+    /// Queues a call's outcome for the next group commit without waiting for it (read-only
+    /// calls: nothing happened that the log must prove before the caller sees the result).
+    pub async fn audit_finished_queued(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.append_queued(finished_entry(record)).await
     }
 
     /// Keeps a large output apart from the log; returns its reference,
@@ -529,6 +543,8 @@ impl Store {
 
     /// Finished calls, newest first.
     pub async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        // Read your writes: entries queued for the next group commit are written first.
+        self.flush_audit().await?;
         let sql = entries_sql(
             "WHERE kind = 'finished' AND ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR seq < $2) \
              ORDER BY seq DESC LIMIT $3",
@@ -551,6 +567,8 @@ impl Store {
 
     /// The `started` and `finished` entries of one call; `None` if the log has neither.
     pub async fn audit_call(&self, call_id: CallId) -> Result<Option<AuditCall>, StoreError> {
+        // Read your writes: entries queued for the next group commit are written first.
+        self.flush_audit().await?;
         let sql = entries_sql("WHERE call_id = $1 ORDER BY seq");
         let entries: Vec<Entry> = on_pool!(self, p => {
             let rows = sqlx::query(sql)
@@ -585,6 +603,8 @@ impl Store {
     /// is not the previous entry's hash). Removing the newest entries leaves no trace in the chain
     /// itself; compare `entries` with an earlier report to notice that.
     pub async fn verify(&self) -> Result<VerifyReport, StoreError> {
+        // Read your writes: entries queued for the next group commit are written first.
+        self.flush_audit().await?;
         let sql = entries_sql("WHERE seq > $1 ORDER BY seq LIMIT $2");
         let sql: sqlx::SqlStr = sqlx::SqlSafeStr::into_sql_str(sql);
         let mut entries = 0u64;
@@ -657,4 +677,147 @@ impl Store {
             first_broken: None,
         })
     }
+}
+
+/// The `finished` entry of a call.
+fn finished_entry(record: &AuditRecord) -> Entry {
+    let mut e = Entry::new(
+        "finished",
+        record.call_id,
+        &record.tool,
+        &record.principal,
+        &record.input,
+    );
+    e.definition_hash = record.definition_hash.clone();
+    match &record.outcome {
+        Outcome::Data(data) => {
+            if record.output_ref.is_none() {
+                e.data_json = Some(data.to_string());
+            }
+        }
+        Outcome::Error { kind, message } => {
+            e.error_kind = Some(kind.as_str().to_owned());
+            e.error = Some(clean(message));
+        }
+    }
+    e.output_ref = record.output_ref.clone();
+    e.attempts = Some(i64::from(record.attempts));
+    e.duration_ms = Some(record.duration_ms);
+    e.fetched_at = ts(record.fetched_at);
+    e.truncated = record.truncated;
+    e
+}
+
+/// Most entries one audit transaction writes.
+const MAX_BATCH: usize = 512;
+/// Rows per INSERT statement (19 bound values each, far below SQLite's and PostgreSQL's limits).
+const INSERT_ROWS: usize = 128;
+/// Entries that may wait for the writer before queueing callers wait too.
+const QUEUE_CAPACITY: usize = 8192;
+
+/// One request to the audit writer: an entry to append (answered with its `seq` once
+/// committed, if `done` is set), or a flush barrier (no entry).
+pub(crate) struct Job {
+    entry: Option<Entry>,
+    done: Option<oneshot::Sender<Result<i64, String>>>,
+}
+
+/// The audit log's single writer. Appends from concurrent calls are committed together, one
+/// transaction (one fsync) per batch, in arrival order, so the hash chain stays a chain and the
+/// cost of durability is shared (group commit). Waiting callers are answered only after their
+/// batch is committed.
+#[derive(Debug)]
+pub(crate) struct AuditWriter {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl AuditWriter {
+    pub(crate) fn new() -> (Self, mpsc::Receiver<Job>) {
+        let (jobs, receiver) = mpsc::channel(QUEUE_CAPACITY);
+        (Self { jobs }, receiver)
+    }
+
+    /// Runs the writer until the store is dropped. It holds the store weakly, so an unused
+    /// store still closes.
+    pub(crate) fn spawn(store: Weak<Inner>, mut receiver: mpsc::Receiver<Job>) {
+        tokio::spawn(async move {
+            let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+            while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
+                let had_entry: Vec<bool> = batch.iter().map(|j| j.entry.is_some()).collect();
+                let mut entries: Vec<Entry> =
+                    batch.iter_mut().filter_map(|j| j.entry.take()).collect();
+                let result = match store.upgrade() {
+                    None => Err("the store is closed".to_owned()),
+                    Some(_) if entries.is_empty() => Ok(()),
+                    Some(inner) => Store { inner }
+                        .append_batch(&mut entries)
+                        .await
+                        .map_err(|e| e.to_string()),
+                };
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, entries = entries.len(), "audit entries could not be written");
+                }
+                let mut seqs = entries.iter().map(|e| e.seq);
+                for (job, had_entry) in batch.drain(..).zip(had_entry) {
+                    // Jobs with an entry took one seq each, in order; barriers take none.
+                    let seq = if had_entry { seqs.next() } else { None };
+                    let answer = match &result {
+                        Ok(()) => Ok(seq.unwrap_or(0)),
+                        Err(e) => Err(e.clone()),
+                    };
+                    if let Some(done) = job.done {
+                        let _ = done.send(answer);
+                    }
+                }
+            }
+        });
+    }
+
+    /// Appends and waits for the commit.
+    async fn append(&self, entry: Entry) -> Result<i64, StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Job {
+            entry: Some(entry),
+            done: Some(done),
+        })
+        .await?;
+        answer
+            .await
+            .map_err(|_| stopped())?
+            .map_err(StoreError::AuditWrite)
+    }
+
+    /// Queues without waiting for the commit (waits only while the queue is full).
+    async fn queue(&self, entry: Entry) -> Result<(), StoreError> {
+        self.send(Job {
+            entry: Some(entry),
+            done: None,
+        })
+        .await
+    }
+
+    /// Waits until everything queued before this call is committed.
+    async fn flush(&self) -> Result<(), StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Job {
+            entry: None,
+            done: Some(done),
+        })
+        .await?;
+        answer
+            .await
+            .map_err(|_| stopped())?
+            .map(|_| ())
+            .map_err(StoreError::AuditWrite)
+    }
+
+    async fn send(&self, job: Job) -> Result<(), StoreError> {
+        self.jobs.send(job).await.map_err(|_| stopped())
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::AuditWrite(
+        "The audit writer has stopped (its runtime ended); open the store again".into(),
+    )
 }

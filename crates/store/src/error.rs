@@ -85,6 +85,10 @@ pub enum StoreError {
     /// Stored data is not what was written.
     #[error("The store holds unreadable data: {0} (the database may have been edited by hand)")]
     Corrupt(String),
+    /// A batched audit write failed (the message of the underlying error), or the audit
+    /// writer has stopped.
+    #[error("{0}")]
+    AuditWrite(String),
 }
 
 impl StoreError {
@@ -92,9 +96,10 @@ impl StoreError {
     pub fn kind(&self) -> StoreErrorKind {
         match self {
             Self::InvalidUrl { .. } | Self::Invalid(_) => StoreErrorKind::Invalid,
-            Self::Open { .. } | Self::Migrate { .. } | Self::Database { .. } => {
-                StoreErrorKind::Unavailable
-            }
+            Self::Open { .. }
+            | Self::Migrate { .. }
+            | Self::Database { .. }
+            | Self::AuditWrite(_) => StoreErrorKind::Unavailable,
             Self::NotFound(_) => StoreErrorKind::NotFound,
             Self::Conflict(_) => StoreErrorKind::Conflict,
             Self::PlanLimit { .. } => StoreErrorKind::PlanLimit,

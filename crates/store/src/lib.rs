@@ -113,6 +113,8 @@ pub(crate) struct Inner {
     pub(crate) listener_started: AtomicBool,
     pub(crate) listening: watch::Sender<bool>,
     pub(crate) shutdown: CancellationToken,
+    /// The audit log's group-commit writer (see `audit::AuditWriter`).
+    pub(crate) audit_writer: audit::AuditWriter,
 }
 
 impl Drop for Inner {
@@ -207,7 +209,8 @@ impl Store {
         };
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let (listening, _) = watch::channel(false);
-        Ok(Store {
+        let (audit_writer, audit_jobs) = audit::AuditWriter::new();
+        let store = Store {
             inner: Arc::new(Inner {
                 pool,
                 url: url.clone(),
@@ -217,8 +220,11 @@ impl Store {
                 listener_started: AtomicBool::new(false),
                 listening,
                 shutdown: CancellationToken::new(),
+                audit_writer,
             }),
-        })
+        };
+        audit::AuditWriter::spawn(Arc::downgrade(&store.inner), audit_jobs);
+        Ok(store)
     }
 
     /// `"sqlite"` or `"postgres"`.
@@ -233,6 +239,9 @@ impl Store {
 
     /// Closes every connection. Later operations fail with an `unavailable` error.
     pub async fn close(&self) {
+        if let Err(e) = self.flush_audit().await {
+            tracing::error!(error = %e, "audit entries could not be written before closing");
+        }
         self.inner.shutdown.cancel();
         on_pool!(self, p => p.close().await);
     }

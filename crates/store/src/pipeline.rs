@@ -101,7 +101,17 @@ impl CallObserver for AuditObserver {
     fn on_call<'a>(&'a self, record: &'a CallRecord<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let entry = AuditRecord::from_result(record.result, record.spec, record.principal);
-            if let Err(e) = self.store.audit_finished(&entry).await {
+            // Calls that changed nothing (read-only tools, and calls refused before running)
+            // are queued for the next group commit; the outcome of anything that may have had
+            // an effect is committed before the caller sees it.
+            let may_have_effect = record.spec.is_some_and(|s| s.effect() != Effect::Read)
+                && record.result.attempts > 0;
+            let written = if may_have_effect {
+                self.store.audit_finished(&entry).await
+            } else {
+                self.store.audit_finished_queued(&entry).await
+            };
+            if let Err(e) = written {
                 tracing::error!(error = %e, tool = %entry.tool, call_id = %entry.call_id, "cannot write a call's outcome to the audit log");
             }
         })

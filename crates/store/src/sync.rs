@@ -26,6 +26,12 @@ impl Store {
             .await?
             .into_iter()
             .map(|d| d.definition)
+            // Already there, unchanged (the caller loaded it before): nothing to do.
+            .filter(|d| {
+                registry
+                    .get(&d.name)
+                    .is_none_or(|t| t.spec().definition() != d)
+            })
             .collect();
         let names: Vec<String> = definitions.iter().map(|d| d.name.clone()).collect();
         for (name, outcome) in names.iter().zip(registry.register_each(definitions)) {

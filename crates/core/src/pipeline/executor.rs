@@ -52,6 +52,8 @@ impl Executor for InProcessExecutor {
                     isolation
                 )).permanent());
             }
+            // Content attached by an earlier, failed attempt does not belong to this one.
+            call.attachments.take();
             let token = call.request.cancel.child_token();
             let Some(ctx) = call.context(token.clone()) else {
                 return Err(ToolError::execution(

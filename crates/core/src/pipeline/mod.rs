@@ -32,10 +32,13 @@ pub use approval::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Decision, PreApproved, PromptApproval,
 };
 pub use executor::{Executor, InProcessExecutor};
-pub use ratelimit::{RateLimit, RateLimitStage};
+pub use ratelimit::{PrincipalQuotaStage, Quota, RateLimit, RateLimitStage};
 pub use stages::RetryPolicy;
 
-use crate::context::{AuthClaims, Extensions, HttpClient, Principal, ProgressSink, ToolContext};
+use crate::content::Attachments;
+use crate::context::{
+    AuthClaims, ClientBridge, Extensions, HttpClient, Principal, ProgressSink, ToolContext,
+};
 use crate::envelope::{CallId, Outcome, ToolResult};
 use crate::error::ToolError;
 use crate::registry::{RegisteredTool, Registry};
@@ -57,6 +60,8 @@ pub struct CallRequest {
     pub progress: Option<Arc<dyn ProgressSink>>,
     /// Overrides the pipeline's approval handler for this call (e.g. `--yes`, MCP elicitation).
     pub approval: Option<Arc<dyn ApprovalHandler>>,
+    /// The connected client (logging, sampling, elicitation), when there is one.
+    pub client: Option<Arc<dyn ClientBridge>>,
 }
 
 impl CallRequest {
@@ -72,6 +77,7 @@ impl CallRequest {
             extensions: Arc::default(),
             progress: None,
             approval: None,
+            client: None,
         }
     }
 
@@ -116,6 +122,13 @@ impl CallRequest {
         self.progress = Some(sink);
         self
     }
+
+    /// Connects the call to a client (logging, sampling, elicitation).
+    #[must_use]
+    pub fn client(mut self, client: Arc<dyn ClientBridge>) -> Self {
+        self.client = Some(client);
+        self
+    }
 }
 
 impl fmt::Debug for CallRequest {
@@ -142,6 +155,7 @@ pub struct Call {
     /// When the call started: the envelope's `fetchedAt`, for stages that record the call.
     pub fetched_at: DateTime<Utc>,
     pub(crate) http: Option<Arc<dyn HttpClient>>,
+    pub(crate) attachments: Attachments,
 }
 
 impl Call {
@@ -162,6 +176,8 @@ impl Call {
             http: self.http.clone(),
             extensions: Arc::clone(&self.request.extensions),
             progress: self.request.progress.clone(),
+            client: self.request.client.clone(),
+            attachments: self.attachments.clone(),
             attempt: self.attempts,
         })
     }
@@ -374,6 +390,7 @@ impl Pipeline {
             output_ref: None,
             fetched_at,
             http: self.http.clone(),
+            attachments: Attachments::default(),
         };
         let next = Next {
             rest: &self.chain,
@@ -415,12 +432,17 @@ impl Pipeline {
         }
         .instrument(span.clone())
         .await;
-        let result = self.envelope(
+        let content = match &outcome {
+            Ok(_) => call.attachments.take(),
+            Err(_) => Vec::new(),
+        };
+        let mut result = self.envelope(
             call_parts(&call),
             call.fetched_at,
             started.elapsed(),
             outcome,
         );
+        result.content = content;
         if let Some(kind) = result.error_kind() {
             span.record("toolgate.error_kind", kind.as_str());
         }
@@ -475,6 +497,7 @@ impl Pipeline {
             duration_ms: took.as_secs_f64() * 1000.0,
             truncated: parts.truncated,
             output_ref: parts.output_ref.clone(),
+            content: Vec::new(),
         }
     }
 }

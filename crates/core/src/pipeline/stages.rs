@@ -25,13 +25,19 @@ impl Stage for Resolve {
 
     fn run<'a>(&'a self, call: &'a mut Call, next: Next<'a>) -> BoxFuture<'a, ToolOutput> {
         let snapshot = self.registry.snapshot();
-        match snapshot.get(&call.request.tool) {
+        let principal = &call.request.principal;
+        // A tool outside the principal's allowed tools is "not found", word for word like a
+        // tool that does not exist: authorization failures never reveal that it exists.
+        match snapshot
+            .get(&call.request.tool)
+            .filter(|t| principal.may_call(t.spec().name().as_str()))
+        {
             Some(tool) => {
                 call.tool = Some(tool.clone());
                 next.run(call)
             }
             None => {
-                let hint = suggest(&snapshot, &call.request.tool)
+                let hint = suggest(&snapshot, &call.request.tool, principal)
                     .map(|s| format!(" Did you mean {s}?"))
                     .unwrap_or_default();
                 let msg = format!(
@@ -45,13 +51,18 @@ impl Stage for Resolve {
 }
 
 /// The closest registered name, for registries small enough to scan.
-fn suggest(snapshot: &crate::registry::Snapshot, wanted: &str) -> Option<String> {
+fn suggest(
+    snapshot: &crate::registry::Snapshot,
+    wanted: &str,
+    principal: &crate::context::Principal,
+) -> Option<String> {
     if snapshot.len() > 2000 || wanted.len() > 128 {
         return None;
     }
     let wanted_lower = wanted.to_lowercase().replace(['-', ' '], "_");
     snapshot
         .iter()
+        .filter(|t| principal.may_call(t.spec().name().as_str()))
         .map(|t| {
             (
                 edit_distance(&wanted_lower, t.spec().name().as_str()),
@@ -88,14 +99,6 @@ impl Stage for Authorize {
     fn run<'a>(&'a self, call: &'a mut Call, next: Next<'a>) -> BoxFuture<'a, ToolOutput> {
         if let Some(spec) = call.spec() {
             let principal = &call.request.principal;
-            if !principal.may_call(spec.name().as_str()) {
-                let msg = format!(
-                    "Principal {} is not allowed to call tool {}: it is not in the principal's allowed tools",
-                    principal.id,
-                    spec.name()
-                );
-                return Box::pin(async move { Err(ToolError::authorization(msg)) });
-            }
             let missing: Vec<&str> = spec
                 .required_permissions()
                 .iter()

@@ -1,0 +1,145 @@
+//! `toolgate serve` (MCP over Streamable HTTP or stdio, and the REST API) and `toolgate token`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use toolgate_server::{DEFAULT_MAX_BODY_BYTES, Gateway, GatewayOptions, check_binding};
+
+use crate::app::App;
+use crate::cli::{GlobalArgs, ServeArgs};
+
+/// `toolgate serve`.
+pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    // Installed before the registry is built, so its gauges are recorded from the start.
+    toolgate_server::install_prometheus();
+    let app = App::new(global).await?;
+    let options = GatewayOptions {
+        plan: app.plan.clone(),
+        principals: app.config.principal_entries()?,
+        rate_limit: app.config.rate_limit(),
+        allowed_hosts: app.config.server.allowed_hosts.clone(),
+        allowed_origins: app.config.server.allowed_origins.clone(),
+        max_body_bytes: app
+            .config
+            .server
+            .max_body_bytes
+            .unwrap_or(DEFAULT_MAX_BODY_BYTES),
+        grace: Duration::from_secs(args.grace),
+        data_location: app.store.url().to_string(),
+    };
+    let gateway = Gateway::new(Arc::clone(&app.registry), app.store.clone(), options)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let shutdown = CancellationToken::new();
+    watch_signals(shutdown.clone(), Arc::clone(&gateway), args.grace);
+    let tools = app.registry.snapshot().len();
+    let data = app.store.url().to_string();
+    if args.stdio {
+        eprintln!(
+            "toolgate {} serving {tools} tools over MCP on stdio · data {data}",
+            env!("CARGO_PKG_VERSION")
+        );
+        gateway
+            .serve_stdio(shutdown)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        app.store.close().await;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let addr: SocketAddr = args.http.parse().with_context(|| {
+        format!(
+            "Invalid --http address {:?}; use IP:PORT such as 127.0.0.1:7878",
+            args.http
+        )
+    })?;
+    check_binding(addr, gateway.auth()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("Cannot listen on {addr}; is another server using it? Pick another with --http 127.0.0.1:PORT")
+    })?;
+    let local = listener
+        .local_addr()
+        .context("Cannot read the listening address")?;
+    let auth = if gateway.auth().requires_token() {
+        "bearer tokens required"
+    } else {
+        "local access, no token"
+    };
+    eprintln!(
+        "toolgate {} serving {tools} tools · MCP http://{local}/mcp · REST http://{local}/v1 · data {data} · {auth} (Ctrl-C to stop)",
+        env!("CARGO_PKG_VERSION")
+    );
+    gateway
+        .serve_http(listener, shutdown)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    app.store.close().await;
+    eprintln!("toolgate stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// First SIGINT/SIGTERM: graceful shutdown. Second: quit at once.
+fn watch_signals(shutdown: CancellationToken, gateway: Arc<Gateway>, grace: u64) {
+    tokio::spawn(async move {
+        let mut count = 0;
+        loop {
+            if !next_signal().await {
+                return;
+            }
+            count += 1;
+            if count == 1 {
+                eprintln!(
+                    "toolgate: shutting down; {} call(s) in flight get up to {grace} s to finish (press Ctrl-C again to quit now)",
+                    gateway.calls_in_flight()
+                );
+                shutdown.cancel();
+            } else {
+                eprintln!("toolgate: quitting now");
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
+/// Waits for SIGINT or SIGTERM; `false` if signals cannot be watched.
+async fn next_signal() -> bool {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return false;
+        };
+        tokio::select! {
+            _ = term.recv() => true,
+            _ = int.recv() => true,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.is_ok()
+    }
+}
+
+/// `toolgate token`: a new random token and the line to put in the config file.
+pub fn token() -> anyhow::Result<ExitCode> {
+    let token = format!(
+        "tg_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let hash: String = toolgate_server::token_hash(&token)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    println!("token:        {token}");
+    println!("token_sha256: {hash}");
+    eprintln!(
+        "\nGive the token to the client (Authorization: Bearer TOKEN) and put only its hash in the config file:\n\n  [principals.NAME]\n  token_sha256 = \"{hash}\"\n  grants = [\"tool.*\"]\n\nThe token is not stored anywhere; keep it secret."
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,160 @@
+//! `toolgate serve` end to end on the built binary: the banner, a call over REST, graceful
+//! SIGTERM with the call audited, MCP over stdio, and refusing a public address without
+//! principals.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn toolgate(dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.current_dir(dir)
+        .env(
+            "TOOLGATE_DB",
+            format!("sqlite:{}", dir.join("t.db").display()),
+        )
+        .env("XDG_DATA_HOME", dir)
+        .env_remove("TOOLGATE_CONFIG")
+        .env_remove("RUST_LOG")
+        .env_remove("TOOLGATE_LOG");
+    cmd
+}
+
+fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+#[test]
+fn serve_prints_where_everything_is_answers_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = toolgate(dir.path())
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut banner = String::new();
+    stderr.read_line(&mut banner).unwrap();
+    assert!(banner.contains("MCP http://127.0.0.1:"), "{banner}");
+    assert!(banner.contains("/mcp · REST http://127.0.0.1:"), "{banner}");
+    assert!(
+        banner.contains(&format!(
+            "data sqlite:{}",
+            dir.path().join("t.db").display()
+        )),
+        "{banner}"
+    );
+    let addr = banner
+        .split("MCP http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .to_owned();
+    let reply = http(
+        &addr,
+        "POST",
+        "/v1/tools/calculator/call",
+        r#"{"arguments": {"expression": "6*7"}}"#,
+    );
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains(r#""data":{"result":42}"#), "{reply}");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}: {rest}");
+    assert!(rest.contains("shutting down"), "{rest}");
+    assert!(rest.contains("toolgate stopped"), "{rest}");
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(
+        out.is_empty(),
+        "serve writes nothing on stdout over HTTP: {out}"
+    );
+    // The call is in the audit log after the restart.
+    let audit = toolgate(dir.path())
+        .args(["audit", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&audit.stdout);
+    assert!(text.contains("\"tool\": \"calculator\""), "{text}");
+}
+
+#[test]
+fn serve_refuses_a_public_address_without_principals() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = toolgate(dir.path())
+        .args(["serve", "--http", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("without principals"), "{err}");
+    assert!(err.contains("token_sha256"), "{err}");
+}
+
+#[test]
+fn serve_stdio_speaks_only_mcp_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = toolgate(dir.path())
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"calculator","arguments":{{"expression":"1+"}}}}}}"#).unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"nope","arguments":{{}}}}}}"#).unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    for _ in 0..3 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        lines.push(
+            serde_json::from_str::<serde_json::Value>(&line)
+                .expect("every stdout line is JSON-RPC"),
+        );
+    }
+    // Calls run concurrently: answers come in any order.
+    lines.sort_by_key(|l| l["id"].as_i64());
+    drop(stdin);
+    let exit = child.wait().unwrap();
+    assert!(exit.success());
+    assert_eq!(lines[0]["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(lines[1]["result"]["isError"], true);
+    assert_eq!(
+        lines[1]["result"]["_meta"]["dev.toolgate/result"]["errorKind"],
+        "validation"
+    );
+    assert_eq!(lines[2]["error"]["code"], -32602);
+}

@@ -1,0 +1,156 @@
+//! Who is calling: bearer tokens matched by their SHA-256 against the configured principals,
+//! or the one local principal when the server is bound to loopback with no principals.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use sha2::{Digest, Sha256};
+use toolgate_core::{Principal, Quota};
+use toolgate_store::Plan;
+
+use crate::error::ServerError;
+
+/// A principal as the server knows it: identity and grants, the SHA-256 of its bearer token,
+/// its plan and its quota.
+#[derive(Clone, Debug)]
+pub struct PrincipalEntry {
+    pub principal: Principal,
+    /// SHA-256 of the bearer token; `None` for principals that cannot sign in over HTTP.
+    pub token_sha256: Option<[u8; 32]>,
+    pub plan: Plan,
+    pub quota: Quota,
+}
+
+/// The authenticated caller of one request.
+#[derive(Debug)]
+pub struct Caller {
+    pub principal: Arc<Principal>,
+    pub plan: Plan,
+}
+
+impl Caller {
+    /// Whether the caller may see (and so call) the tool; tools it may not see are reported as
+    /// not found, never as forbidden, so their existence does not leak.
+    pub fn sees(&self, tool: &str) -> bool {
+        self.principal.may_call(tool)
+    }
+}
+
+/// The SHA-256 of a token, as stored in the config file (`token_sha256`).
+pub fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Parses 64 hex digits into a SHA-256 digest.
+pub fn parse_token_hash(hex: &str) -> Result<[u8; 32], String> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "token_sha256 must be 64 hex digits (the SHA-256 of the token), got {} characters",
+            hex.len()
+        ));
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+            .map_err(|_| "token_sha256 must be hex digits".to_owned())?;
+    }
+    Ok(out)
+}
+
+/// Resolves requests to callers.
+#[derive(Debug)]
+pub struct Auth {
+    by_token: HashMap<[u8; 32], Arc<Caller>>,
+    /// Set when no principal is configured (loopback only): everyone is this caller.
+    open: Option<Arc<Caller>>,
+}
+
+impl Auth {
+    /// With no principals, every request is the local principal (the caller ensures loopback).
+    pub fn new(principals: &[PrincipalEntry], default_plan: &Plan) -> Result<Self, ServerError> {
+        if principals.is_empty() {
+            return Ok(Self {
+                by_token: HashMap::new(),
+                open: Some(Arc::new(Caller {
+                    principal: Arc::new(Principal::local()),
+                    plan: default_plan.clone(),
+                })),
+            });
+        }
+        let mut by_token = HashMap::new();
+        for entry in principals {
+            let Some(hash) = entry.token_sha256 else {
+                continue;
+            };
+            let caller = Arc::new(Caller {
+                principal: Arc::new(entry.principal.clone()),
+                plan: entry.plan.clone(),
+            });
+            if by_token.insert(hash, caller).is_some() {
+                return Err(ServerError::BadRequest(format!(
+                    "Two principals share one token (principal {} repeats a token_sha256); give each principal its own token",
+                    entry.principal.id
+                )));
+            }
+        }
+        Ok(Self {
+            by_token,
+            open: None,
+        })
+    }
+
+    /// Whether requests need a token.
+    pub fn requires_token(&self) -> bool {
+        self.open.is_none()
+    }
+
+    /// The caller of a request, from its `Authorization: Bearer` header.
+    pub fn caller(&self, headers: &HeaderMap) -> Result<Arc<Caller>, ServerError> {
+        if let Some(open) = &self.open {
+            return Ok(Arc::clone(open));
+        }
+        let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
+            return Err(ServerError::Unauthenticated(
+                "Missing bearer token: send `Authorization: Bearer TOKEN` with a token configured for a principal".into(),
+            ));
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| {
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ServerError::Unauthenticated(
+                    "Malformed Authorization header: use `Authorization: Bearer TOKEN`".into(),
+                )
+            })?;
+        self.by_token
+            .get(&token_hash(token))
+            .cloned()
+            .ok_or_else(|| {
+                ServerError::Unauthenticated(
+                    "Invalid bearer token: it matches no principal's token_sha256 in the config file".into(),
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn token_hash_round_trips_through_hex() {
+        let h = token_hash("s3cret");
+        let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(parse_token_hash(&hex).unwrap(), h);
+        assert!(parse_token_hash("abc").is_err());
+        assert!(parse_token_hash(&"zz".repeat(32)).is_err());
+    }
+}

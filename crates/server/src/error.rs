@@ -1,0 +1,137 @@
+//! The server's errors: one enum with a `kind()`, each kind mapped to an HTTP status and a JSON
+//! body `{"error": {"kind", "message"}}` (plus the validation problems, when there are any).
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use toolgate_core::ValidationReport;
+
+/// What went wrong, broadly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerErrorKind {
+    BadRequest,
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    Conflict,
+    Invalid,
+    PayloadTooLarge,
+    Unavailable,
+    Internal,
+}
+
+impl ServerErrorKind {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BadRequest => "bad_request",
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not_found",
+            Self::Conflict => "conflict",
+            Self::Invalid => "validation",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::Unavailable => "unavailable",
+            Self::Internal => "internal",
+        }
+    }
+
+    fn status(self) -> StatusCode {
+        match self {
+            Self::BadRequest => StatusCode::BAD_REQUEST,
+            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::Conflict => StatusCode::CONFLICT,
+            Self::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// An error the server reports to a client, or one that stops it from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    /// A definition failed validation; every problem with its path.
+    #[error("{message}")]
+    Invalid {
+        message: String,
+        report: Box<ValidationReport>,
+    },
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ServerError {
+    /// The error's kind.
+    pub fn kind(&self) -> ServerErrorKind {
+        match self {
+            Self::BadRequest(_) => ServerErrorKind::BadRequest,
+            Self::Unauthenticated(_) => ServerErrorKind::Unauthenticated,
+            Self::Forbidden(_) => ServerErrorKind::Forbidden,
+            Self::NotFound(_) => ServerErrorKind::NotFound,
+            Self::Conflict(_) => ServerErrorKind::Conflict,
+            Self::Invalid { .. } => ServerErrorKind::Invalid,
+            Self::PayloadTooLarge(_) => ServerErrorKind::PayloadTooLarge,
+            Self::Unavailable(_) => ServerErrorKind::Unavailable,
+            Self::Internal(_) => ServerErrorKind::Internal,
+        }
+    }
+}
+
+impl From<toolgate_store::StoreError> for ServerError {
+    fn from(e: toolgate_store::StoreError) -> Self {
+        use toolgate_store::StoreErrorKind as K;
+        let message = e.to_string();
+        match e.kind() {
+            K::NotFound => Self::NotFound(message),
+            K::Conflict => Self::Conflict(message),
+            K::PlanLimit => Self::Forbidden(message),
+            K::Invalid => Self::BadRequest(message),
+            _ => {
+                tracing::error!(error = %message, "store error");
+                Self::Unavailable(format!(
+                    "The store could not complete the request: {message}"
+                ))
+            }
+        }
+    }
+}
+
+impl IntoResponse for ServerError {
+    fn into_response(self) -> Response {
+        let kind = self.kind();
+        let mut body = json!({
+            "error": { "kind": kind.as_str(), "message": self.to_string() }
+        });
+        if let Self::Invalid { report, .. } = &self {
+            body["error"]["errors"] = json!(report.errors);
+            body["error"]["warnings"] = json!(report.warnings);
+        }
+        let mut response = (kind.status(), Json(body)).into_response();
+        if kind == ServerErrorKind::Unauthenticated {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer realm=\"toolgate\""),
+            );
+        }
+        response
+    }
+}

@@ -1,0 +1,605 @@
+//! The MCP adapter: rmcp's `ServerHandler` over the gateway. It turns `tools/list` into the MCP
+//! export of the tools the caller may see, `tools/call` into a pipeline call, and the pipeline's
+//! client needs (progress, logs, sampling, elicitation, confirmation) into MCP messages. No rmcp
+//! type leaves this file.
+
+// MCP revision 2026-07-28 deprecates logging and sampling; toolgate speaks 2025-06-18 and
+// 2025-11-25, where both are part of the protocol.
+#![allow(deprecated)]
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Tool as McpTool,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use toolgate_core::{
+    ApprovalHandler, ApprovalRequest, AutoDeny, BoxFuture, CallRequest, CancellationToken,
+    ClientBridge, Decision, ElicitAnswer, LogLevel, Outcome, ProgressSink, SamplingReply,
+    SamplingRequest, ToolError, ToolResult,
+};
+use toolgate_export::{ExportFormat, ExportOptions};
+
+use crate::Gateway;
+use crate::auth::Caller;
+use crate::error::ServerError;
+
+pub use toolgate_export::GOVERNANCE_META_KEY;
+
+/// `_meta` key of a call result carrying the envelope's call id and error kind.
+const RESULT_META_KEY: &str = "dev.toolgate/result";
+
+/// Tools per `tools/list` page.
+const PAGE: usize = 100;
+
+/// The protocol revisions toolgate implements.
+const PROTOCOL_VERSIONS: [ProtocolVersion; 2] =
+    [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25];
+
+/// One MCP session (rmcp makes one handler per session).
+#[derive(Clone)]
+pub(crate) struct McpHandler {
+    gw: Arc<Gateway>,
+    session: Arc<Session>,
+}
+
+struct Session {
+    /// Index into [`LogLevel::ALL`] of the least severe level the client wants.
+    min_level: AtomicUsize,
+    /// Whether the registry watcher (for `tools/list_changed`) runs.
+    watching: AtomicBool,
+    /// The caller on stdio, where there are no HTTP headers.
+    stdio: Option<Arc<Caller>>,
+}
+
+impl McpHandler {
+    fn new(gw: Arc<Gateway>, stdio: Option<Arc<Caller>>) -> Self {
+        Self {
+            gw,
+            session: Arc::new(Session {
+                min_level: AtomicUsize::new(level_index(LogLevel::Info)),
+                watching: AtomicBool::new(false),
+                stdio,
+            }),
+        }
+    }
+
+    /// The caller of a request: set by the HTTP auth layer, or the stdio principal.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Caller>, McpError> {
+        if let Some(caller) = &self.session.stdio {
+            return Ok(Arc::clone(caller));
+        }
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Caller>>())
+            .cloned()
+            .ok_or_else(|| {
+                McpError::internal_error("request without an authenticated caller", None)
+            })
+    }
+
+    /// Sends `notifications/tools/list_changed` to this session whenever the registry changes,
+    /// until the session or the server ends.
+    fn watch_registry(&self, peer: Peer<RoleServer>) {
+        if self.session.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut changes = self.gw.registry().subscribe();
+        changes.mark_unchanged();
+        let stop = self.gw.close_streams.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    changed = changes.changed() => {
+                        if changed.is_err() || peer.is_transport_closed() {
+                            return;
+                        }
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn level_index(level: LogLevel) -> usize {
+    LogLevel::ALL.iter().position(|l| *l == level).unwrap_or(1)
+}
+
+fn to_mcp_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Notice => LoggingLevel::Notice,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+        LogLevel::Critical => LoggingLevel::Critical,
+        LogLevel::Alert => LoggingLevel::Alert,
+        LogLevel::Emergency => LoggingLevel::Emergency,
+    }
+}
+
+fn from_mcp_level(level: LoggingLevel) -> LogLevel {
+    match level {
+        LoggingLevel::Debug => LogLevel::Debug,
+        LoggingLevel::Info => LogLevel::Info,
+        LoggingLevel::Notice => LogLevel::Notice,
+        LoggingLevel::Warning => LogLevel::Warning,
+        LoggingLevel::Error => LogLevel::Error,
+        LoggingLevel::Critical => LogLevel::Critical,
+        LoggingLevel::Alert => LogLevel::Alert,
+        LoggingLevel::Emergency => LogLevel::Emergency,
+    }
+}
+
+/// The not-found answer for unknown tools and tools the caller may not see alike.
+fn unknown_tool(name: &str) -> McpError {
+    McpError::invalid_params(
+        format!("Unknown tool: {name}. Call tools/list to see the tools you can call."),
+        Some(json!({ "tool": name })),
+    )
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("toolgate", env!("CARGO_PKG_VERSION"))
+                .with_title("toolgate — the governed tool layer"),
+        )
+        .with_instructions(
+            "Every tool call runs through toolgate's pipeline: argument validation, permissions, \
+             confirmation, timeouts and audit. A failed call returns isError with a message that \
+             says how to correct the call.",
+        )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Owned(PROTOCOL_VERSIONS.to_vec())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.watch_registry(context.peer);
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let level = from_mcp_level(request.level);
+        self.session
+            .min_level
+            .store(level_index(level), Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let caller = self.caller(&context)?;
+        let after = match request.and_then(|r| r.cursor) {
+            None => None,
+            Some(cursor) => Some(
+                cursor
+                    .strip_prefix("after:")
+                    .map(str::to_owned)
+                    .ok_or_else(|| {
+                        McpError::invalid_params(
+                            format!("Invalid cursor {cursor:?}: pass the nextCursor of the previous tools/list page"),
+                            None,
+                        )
+                    })?,
+            ),
+        };
+        let snapshot = self.gw.registry().snapshot();
+        let mut tools = Vec::with_capacity(PAGE.min(snapshot.len()));
+        let mut more = false;
+        for registered in snapshot.iter() {
+            let name = registered.spec().name().as_str();
+            if after.as_deref().is_some_and(|a| name <= a) || !caller.sees(name) {
+                continue;
+            }
+            if tools.len() == PAGE {
+                more = true;
+                break;
+            }
+            tools.push(mcp_tool(registered.spec())?);
+        }
+        let next_cursor = if more {
+            tools.last().map(|t: &McpTool| format!("after:{}", t.name))
+        } else {
+            None
+        };
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next_cursor;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let caller = self.caller(&context)?;
+        let name = request.name.to_string();
+        if !caller.sees(&name) || self.gw.registry().get(&name).is_none() {
+            return Err(unknown_tool(&name));
+        }
+        let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
+        let peer = context.peer.clone();
+        let capabilities = peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+            .unwrap_or_default();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let forwarder = tokio::spawn(forward(peer.clone(), rx));
+        let bridge = Arc::new(Bridge {
+            peer,
+            capabilities,
+            outbox: std::sync::Mutex::new(Some(tx)),
+            session: Arc::clone(&self.session),
+            progress: context.meta.get_progress_token(),
+        });
+        let approval: Arc<dyn ApprovalHandler> = if bridge.can_elicit() {
+            Arc::new(ElicitApproval {
+                bridge: Arc::clone(&bridge),
+            })
+        } else {
+            Arc::new(AutoDeny::new(
+                "this MCP client cannot ask its user (it did not declare the elicitation capability); \
+                 use a client that supports elicitation, or run the call where a person can approve it \
+                 (`toolgate call NAME --yes` in a terminal)",
+            ))
+        };
+        let mut call = CallRequest::new(name, arguments)
+            .client(Arc::clone(&bridge) as Arc<dyn ClientBridge>)
+            .approval(approval);
+        if bridge.progress.is_some() {
+            call = call.progress(Arc::clone(&bridge) as Arc<dyn ProgressSink>);
+        }
+        let result = self.gw.call(&caller, call, Some(context.ct.clone())).await;
+        // Every progress and log message of the call reaches the client before its result.
+        bridge.close();
+        let _ = forwarder.await;
+        Ok(CallToolResponse::Complete(call_result(&result)))
+    }
+}
+
+/// A registry tool as an MCP `Tool` (through the MCP export, so both always agree).
+fn mcp_tool(spec: &toolgate_core::ToolSpec) -> Result<McpTool, McpError> {
+    let (value, _notes) =
+        toolgate_export::export_one(spec, ExportFormat::Mcp, &ExportOptions::default())
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    serde_json::from_value(value).map_err(|e| {
+        McpError::internal_error(format!("tool {} does not fit MCP: {e}", spec.name()), None)
+    })
+}
+
+/// The envelope as an MCP call result: data as structured content and as text, attached
+/// content blocks, and every failure as `isError` with the envelope's message.
+pub(crate) fn call_result(result: &ToolResult) -> CallToolResult {
+    let mut meta = json!({ "callId": result.call_id, "fetchedAt": result.fetched_at_string() });
+    let mut body = match &result.outcome {
+        Outcome::Data(data) => {
+            let mut content: Vec<Value> = Vec::with_capacity(result.content.len() + 1);
+            match data {
+                Value::Null if !result.content.is_empty() => {}
+                Value::String(text) => content.push(json!({ "type": "text", "text": text })),
+                other => content.push(json!({ "type": "text", "text": other.to_string() })),
+            }
+            for block in &result.content {
+                content.push(serde_json::to_value(block).unwrap_or(Value::Null));
+            }
+            let mut body = json!({ "content": content, "isError": false });
+            if data.is_object() {
+                body["structuredContent"] = data.clone();
+            }
+            if result.truncated {
+                meta["truncated"] = json!(true);
+            }
+            if let Some(r) = &result.output_ref {
+                meta["outputRef"] = json!(r);
+            }
+            body
+        }
+        Outcome::Error { kind, message } => {
+            meta["errorKind"] = json!(kind);
+            json!({ "content": [{ "type": "text", "text": message }], "isError": true })
+        }
+    };
+    body["_meta"] = json!({ RESULT_META_KEY: meta });
+    serde_json::from_value(body).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "a call result did not fit MCP");
+        CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+            "toolgate could not express the result over MCP: {e}"
+        ))])
+    })
+}
+
+/// A message for the client, sent in order by the call's forwarder.
+enum Outgoing {
+    Progress(ProgressNotificationParam),
+    Log(LoggingMessageNotificationParam),
+}
+
+async fn forward(peer: Peer<RoleServer>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+    while let Some(message) = rx.recv().await {
+        let sent = match message {
+            Outgoing::Progress(p) => peer.notify_progress(p).await,
+            #[allow(deprecated)] // logging stays in the 2025 revisions toolgate speaks
+            Outgoing::Log(l) => peer.notify_logging_message(l).await,
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// The call's connection to its MCP client.
+struct Bridge {
+    peer: Peer<RoleServer>,
+    capabilities: ClientCapabilities,
+    outbox: std::sync::Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
+    session: Arc<Session>,
+    progress: Option<ProgressToken>,
+}
+
+impl Bridge {
+    fn send(&self, message: Outgoing) {
+        let outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = outbox.as_ref() {
+            let _ = tx.send(message);
+        }
+    }
+
+    /// No more messages: lets the forwarder finish once it has sent what is queued.
+    fn close(&self) {
+        self.outbox.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+impl ProgressSink for Bridge {
+    fn report(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = &self.progress else {
+            return;
+        };
+        let mut param = ProgressNotificationParam::new(token.clone(), progress);
+        param.total = total;
+        param.message = message.map(str::to_owned);
+        self.send(Outgoing::Progress(param));
+    }
+}
+
+impl ClientBridge for Bridge {
+    fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        if level_index(level) < self.session.min_level.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(to_mcp_level(level), data);
+        param.logger = logger.map(str::to_owned);
+        self.send(Outgoing::Log(param));
+    }
+
+    fn can_elicit(&self) -> bool {
+        self.capabilities.elicitation.is_some()
+    }
+
+    fn can_sample(&self) -> bool {
+        self.capabilities.sampling.is_some()
+    }
+
+    fn sample(&self, request: SamplingRequest) -> BoxFuture<'_, Result<SamplingReply, ToolError>> {
+        Box::pin(async move {
+            if !self.can_sample() {
+                return Err(ToolError::unavailable(
+                    "The MCP client did not declare the sampling capability, so it cannot answer sampling requests",
+                )
+                .permanent());
+            }
+            let mut params = json!({
+                "messages": [{ "role": "user", "content": { "type": "text", "text": request.prompt } }],
+                "maxTokens": request.max_tokens,
+            });
+            if let Some(system) = request.system_prompt {
+                params["systemPrompt"] = json!(system);
+            }
+            let params: CreateMessageRequestParams = serde_json::from_value(params)
+                .map_err(|e| ToolError::execution(format!("Invalid sampling request: {e}")))?;
+            let reply = self.peer.create_message(params).await.map_err(|e| {
+                ToolError::execution(format!("The MCP client's sampling request failed: {e}"))
+            })?;
+            let wire = serde_json::to_value(&reply).unwrap_or(Value::Null);
+            let text = match &wire["content"] {
+                Value::Array(blocks) => blocks
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join(""),
+                block => block["text"].as_str().unwrap_or_default().to_owned(),
+            };
+            Ok(SamplingReply {
+                text,
+                model: reply.model,
+                stop_reason: reply.stop_reason,
+            })
+        })
+    }
+
+    fn elicit(
+        &self,
+        message: String,
+        schema: Value,
+    ) -> BoxFuture<'_, Result<ElicitAnswer, ToolError>> {
+        Box::pin(async move {
+            if !self.can_elicit() {
+                return Err(ToolError::unavailable(
+                    "The MCP client did not declare the elicitation capability, so it cannot ask its user",
+                )
+                .permanent());
+            }
+            let params: ElicitRequestParams = serde_json::from_value(json!({
+                "mode": "form",
+                "message": message,
+                "requestedSchema": schema,
+            }))
+            .map_err(|e| {
+                ToolError::execution(format!(
+                    "The elicitation form is not a valid MCP elicitation schema: {e}"
+                ))
+            })?;
+            let answer = self.peer.create_elicitation(params).await.map_err(|e| {
+                ToolError::execution(format!("The MCP client's elicitation request failed: {e}"))
+            })?;
+            Ok(match answer.action {
+                ElicitationAction::Accept => match answer.content {
+                    Some(Value::Object(map)) => ElicitAnswer::Accept(map),
+                    _ => ElicitAnswer::Accept(Map::new()),
+                },
+                ElicitationAction::Decline => ElicitAnswer::Decline,
+                _ => ElicitAnswer::Cancel,
+            })
+        })
+    }
+}
+
+/// Confirmation through MCP elicitation: the client's user sees the tool, its consequence and
+/// the (redacted) arguments, and accepts or declines.
+struct ElicitApproval {
+    bridge: Arc<Bridge>,
+}
+
+impl ApprovalHandler for ElicitApproval {
+    fn decide<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
+        Box::pin(async move {
+            let spec = request.spec;
+            let message = format!(
+                "Allow tool {} to run for {}? It {} ({} consequence). Arguments: {}",
+                spec.name(),
+                request.principal.id,
+                match spec.effect() {
+                    toolgate_core::Effect::Read => "reads data",
+                    toolgate_core::Effect::Write => "writes data",
+                    toolgate_core::Effect::Delete => "deletes data",
+                    toolgate_core::Effect::SideEffect => "has side effects outside toolgate",
+                },
+                spec.consequence(),
+                request.arguments
+            );
+            let schema = json!({
+                "type": "object",
+                "properties": {
+                    "approve": {
+                        "type": "boolean",
+                        "title": "Run this call",
+                        "description": "Tick to let the call run",
+                        "default": true
+                    }
+                },
+                "required": ["approve"]
+            });
+            match self.bridge.elicit(message, schema).await {
+                Ok(ElicitAnswer::Accept(values)) => {
+                    if values.get("approve") == Some(&Value::Bool(false)) {
+                        Decision::Denied {
+                            reason: Some("the MCP client's user unticked approve".into()),
+                        }
+                    } else {
+                        Decision::Approved
+                    }
+                }
+                Ok(ElicitAnswer::Decline) => Decision::Denied {
+                    reason: Some("the MCP client's user declined".into()),
+                },
+                Ok(ElicitAnswer::Cancel) => Decision::Denied {
+                    reason: Some("the MCP client's user dismissed the request".into()),
+                },
+                Err(e) => Decision::Unanswered {
+                    hint: format!(
+                        "asking the MCP client's user failed ({}); retry, or approve the call where a person can confirm it",
+                        e.message()
+                    ),
+                },
+            }
+        })
+    }
+}
+
+/// `/mcp`: Streamable HTTP with sessions, loopback Host/Origin checks and the body limit.
+pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
+    let options = gw.options();
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    hosts.extend(options.allowed_hosts.iter().cloned());
+    let mut origins: Vec<String> = [
+        "http://localhost:*",
+        "http://127.0.0.1:*",
+        "http://[::1]:*",
+        "https://localhost:*",
+        "https://127.0.0.1:*",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    origins.extend(options.allowed_origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(gw.close_streams.child_token());
+    let factory_gw = Arc::clone(&gw);
+    let service = StreamableHttpService::new(
+        move || Ok(McpHandler::new(Arc::clone(&factory_gw), None)),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            gw,
+            crate::rest::authenticate,
+        ))
+}
+
+/// Serves one MCP session on stdin/stdout as the local principal.
+pub(crate) async fn serve_stdio(
+    gw: Arc<Gateway>,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
+    let caller = Arc::new(Caller {
+        principal: Arc::new(toolgate_core::Principal::local()),
+        plan: gw.options().plan.clone(),
+    });
+    let handler = McpHandler::new(Arc::clone(&gw), Some(caller));
+    let running = handler
+        .serve_with_ct(rmcp::transport::io::stdio(), shutdown)
+        .await
+        .map_err(|e| ServerError::Internal(format!("MCP over stdio failed to start: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| ServerError::Internal(format!("MCP over stdio stopped: {e}")))?;
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! `/openapi.json`: the OpenAPI 3.1 description of every route the server answers. Its schemas
+//! are JSON Schema 2020-12; the server's tests validate real responses against them, so the
+//! document cannot drift from what the server does.
+
+use serde_json::{Value, json};
+
+/// Every (method, path) in the document, in the router's spelling.
+pub const ROUTES: [(&str, &str); 17] = [
+    ("get", "/healthz"),
+    ("get", "/openapi.json"),
+    ("get", "/metrics"),
+    ("get", "/v1/tools"),
+    ("post", "/v1/tools"),
+    ("post", "/v1/tools/validate"),
+    ("get", "/v1/tools/{name}"),
+    ("put", "/v1/tools/{name}"),
+    ("delete", "/v1/tools/{name}"),
+    ("get", "/v1/tools/{name}/history"),
+    ("post", "/v1/tools/{name}/call"),
+    ("get", "/v1/calls"),
+    ("get", "/v1/calls/{callId}"),
+    ("get", "/v1/calls/{callId}/output"),
+    ("get", "/v1/export/{format}"),
+    ("get", "/v1/events"),
+    ("post", "/mcp"),
+];
+
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn json_body(name: &str, description: &str) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": schema_ref(name) } } })
+}
+
+fn errors(codes: &[&str]) -> Vec<(String, Value)> {
+    codes
+        .iter()
+        .map(|code| {
+            let description = match *code {
+                "400" => "Malformed request (bad JSON, unknown filter value, bad cursor)",
+                "401" => "Missing or invalid bearer token",
+                "403" => "Not allowed: missing permission, built-in tool, plan limit, or a Host/Origin that is not allowed",
+                "404" => "Not found (tools the caller may not see are reported exactly like missing ones)",
+                "409" => "Conflict: a tool with that name exists, or the tool is not stored",
+                "413" => "Request body too large",
+                "422" => "The definition is invalid: every problem with its path",
+                _ => "Error",
+            };
+            let schema = if *code == "422" { "ValidationError" } else { "Error" };
+            ((*code).to_owned(), json_body(schema, description))
+        })
+        .collect()
+}
+
+fn op(
+    summary: &str,
+    params: Value,
+    body: Option<Value>,
+    ok: (&str, Value),
+    errs: &[&str],
+) -> Value {
+    let mut responses = serde_json::Map::new();
+    responses.insert(ok.0.to_owned(), ok.1);
+    for (code, v) in errors(errs) {
+        responses.insert(code, v);
+    }
+    let mut o = json!({ "summary": summary, "parameters": params, "responses": responses });
+    if let Some(body) = body {
+        o["requestBody"] = body;
+    }
+    o
+}
+
+fn path_param(name: &str, description: &str) -> Value {
+    json!({ "name": name, "in": "path", "required": true, "description": description, "schema": { "type": "string" } })
+}
+
+fn query_param(name: &str, description: &str, schema: Value) -> Value {
+    json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema })
+}
+
+/// The document.
+pub fn openapi_document() -> Value {
+    let name = path_param("name", "Tool name (snake_case)");
+    let call_id = path_param("callId", "Call id (a UUID)");
+    let limit = query_param(
+        "limit",
+        "Page size (1–500, default 50)",
+        json!({ "type": "integer", "minimum": 1, "maximum": 500 }),
+    );
+    let cursor = query_param(
+        "cursor",
+        "nextCursor of the previous page",
+        json!({ "type": "string" }),
+    );
+    let definition_body = json!({
+        "required": true,
+        "description": "A tool definition in the definition file format (JSON)",
+        "content": { "application/json": { "schema": schema_ref("Definition") } }
+    });
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "toolgate",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The governed tool layer for LLM agents: tool definitions, governed calls, audit and exports. Every route but /healthz and /openapi.json needs `Authorization: Bearer TOKEN` when principals are configured."
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": schemas(),
+        },
+        "security": [{ "bearer": [] }],
+        "paths": {
+            "/healthz": { "get": { "summary": "Liveness and basic facts", "security": [], "responses": { "200": json_body("Health", "Up") } } },
+            "/openapi.json": { "get": { "summary": "This document", "security": [], "responses": { "200": { "description": "The OpenAPI document", "content": { "application/json": { "schema": { "type": "object" } } } } } } },
+            "/metrics": { "get": op("Metrics in Prometheus text format", json!([]), None,
+                ("200", json!({ "description": "Prometheus text exposition format", "content": { "text/plain": { "schema": { "type": "string" } } } })), &["401"]) },
+            "/v1/tools": {
+                "get": op("List the tools the caller may see", json!([
+                    query_param("category", "Only this category", json!({ "type": "string" })),
+                    query_param("effect", "Only this effect (read, write, delete, side_effect)", json!({ "type": "string" })),
+                    query_param("consequence", "Only this consequence level", json!({ "type": "string" })),
+                    query_param("tag", "Only tools with this tag", json!({ "type": "string" })),
+                    query_param("q", "Case-insensitive text in the name or description", json!({ "type": "string" })),
+                    limit.clone(), cursor.clone()
+                ]), None, ("200", json_body("ToolsPage", "A page of tools")), &["400", "401"]),
+                "post": op("Create a custom tool definition (validated first; stored with version 1)", json!([]), Some(definition_body.clone()),
+                    ("201", json_body("ToolDetail", "Created")), &["400", "401", "403", "409", "413", "422"]),
+            },
+            "/v1/tools/validate": { "post": op("Validate a definition without storing it", json!([]), Some(definition_body.clone()),
+                ("200", json_body("ValidationResult", "The verdict, with every problem")), &["400", "401", "413"]) },
+            "/v1/tools/{name}": {
+                "get": op("One tool: definition, schemas, limits", json!([name.clone()]), None, ("200", json_body("ToolDetail", "The tool")), &["401", "404"]),
+                "put": op("Replace a stored definition (a new version)", json!([name.clone()]), Some(definition_body),
+                    ("200", json_body("ToolDetail", "Updated")), &["400", "401", "403", "404", "413", "422"]),
+                "delete": op("Remove a stored definition (its history is kept)", json!([name.clone()]), None,
+                    ("204", json!({ "description": "Removed" })), &["401", "403", "404", "409"]),
+            },
+            "/v1/tools/{name}/history": { "get": op("Every stored version of a tool", json!([name.clone()]), None,
+                ("200", json_body("History", "Versions, oldest first")), &["401", "404"]) },
+            "/v1/tools/{name}/call": { "post": op("Call a tool through the pipeline; every outcome is an envelope", json!([name]),
+                Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("CallBody") } } })),
+                ("200", json_body("Envelope", "The result envelope (data or error, never both)")), &["400", "401", "413"]) },
+            "/v1/calls": { "get": op("Audited calls, newest first (the caller's own unless it holds toolgate.audit.read)", json!([
+                    query_param("tool", "Only calls of this tool", json!({ "type": "string" })), limit, cursor
+                ]), None, ("200", json_body("CallsPage", "A page of calls")), &["400", "401"]) },
+            "/v1/calls/{callId}": { "get": op("One call's audit entries", json!([call_id.clone()]), None,
+                ("200", json_body("CallDetail", "The call")), &["400", "401", "404"]) },
+            "/v1/calls/{callId}/output": { "get": op("A large output kept apart from the audit log, byte for byte", json!([call_id]), None,
+                ("200", json!({ "description": "The output as the tool returned it", "content": { "application/json": { "schema": {} } } })), &["400", "401", "404"]) },
+            "/v1/export/{format}": { "get": op("Export the caller's tools for a provider", json!([
+                    path_param("format", "openai, openai-responses, anthropic, gemini or mcp"),
+                    query_param("strict", "OpenAI formats: strict structured-outputs schemas", json!({ "type": "boolean" }))
+                ]), None, ("200", json_body("Export", "The provider document and what had to change")), &["400", "401", "404", "422"]) },
+            "/v1/events": { "get": op("Server-sent events: `definition` (created, updated, deleted, validated) and `call` (a finished call)", json!([]), None,
+                ("200", json!({ "description": "An SSE stream; each event's data is JSON", "content": { "text/event-stream": { "schema": { "type": "string" } } } })), &["401"]) },
+            "/mcp": { "post": {
+                "summary": "MCP Streamable HTTP endpoint (JSON-RPC; GET opens the server stream, DELETE ends a session)",
+                "responses": {
+                    "200": { "description": "JSON-RPC response, as JSON or an SSE stream" },
+                    "202": { "description": "Accepted notification or response" },
+                    "401": json_body("Error", "Missing or invalid bearer token"),
+                    "403": { "description": "Host or Origin not allowed (DNS rebinding protection)" },
+                    "413": { "description": "Request body too large" }
+                }
+            } }
+        }
+    })
+}
+
+fn schemas() -> Value {
+    let issue = json!({
+        "type": "object", "required": ["path", "code", "message"],
+        "properties": { "path": { "type": "string" }, "code": { "type": "string" }, "message": { "type": "string" } }
+    });
+    let summary_props = json!({
+        "name": { "type": "string" }, "title": { "type": "string" }, "description": { "type": "string" },
+        "category": { "type": "string" }, "effect": { "enum": ["read", "write", "delete", "side_effect"] },
+        "consequence": { "enum": ["low", "medium", "high"] }, "requiresConfirmation": { "type": "boolean" },
+        "tags": { "type": "array", "items": { "type": "string" } }, "builtin": { "type": "boolean" },
+        "definitionHash": { "type": "string", "pattern": "^[0-9a-f]{64}$" }, "version": { "type": "string" }
+    });
+    let summary_required = json!([
+        "name",
+        "description",
+        "category",
+        "effect",
+        "consequence",
+        "requiresConfirmation",
+        "tags",
+        "builtin",
+        "definitionHash"
+    ]);
+    let mut detail_props = summary_props.clone();
+    if let Some(map) = detail_props.as_object_mut() {
+        map.insert("definition".into(), schema_ref("Definition"));
+        map.insert("inputSchema".into(), json!({ "type": "object" }));
+        map.insert("outputSchema".into(), json!({ "type": "object" }));
+        map.insert("limits".into(), json!({
+            "type": "object", "required": ["timeoutMs", "maxOutputBytes", "isolation", "maxAttempts"],
+            "properties": { "timeoutMs": { "type": "integer" }, "maxOutputBytes": { "type": "integer" },
+                "isolation": { "enum": ["none", "standard", "strict", "restricted"] }, "maxAttempts": { "type": "integer" } }
+        }));
+        map.insert(
+            "requiredPermissions".into(),
+            json!({ "type": "array", "items": { "type": "string" } }),
+        );
+        map.insert(
+            "storedVersion".into(),
+            json!({ "type": ["integer", "null"] }),
+        );
+        map.insert(
+            "warnings".into(),
+            json!({ "type": "array", "items": issue.clone() }),
+        );
+        map.insert(
+            "changedFields".into(),
+            json!({ "type": "array", "items": { "type": "string" } }),
+        );
+    }
+    let mut detail_required = summary_required.clone();
+    if let Some(list) = detail_required.as_array_mut() {
+        for key in [
+            "definition",
+            "inputSchema",
+            "limits",
+            "requiredPermissions",
+            "storedVersion",
+        ] {
+            list.push(json!(key));
+        }
+    }
+    let error_kinds = json!([
+        "not_found",
+        "validation",
+        "authorization",
+        "confirmation_required",
+        "rejected",
+        "timeout",
+        "cancelled",
+        "execution",
+        "output_invalid",
+        "rate_limited",
+        "unavailable"
+    ]);
+    json!({
+        "Error": {
+            "type": "object", "required": ["error"],
+            "properties": { "error": { "type": "object", "required": ["kind", "message"],
+                "properties": { "kind": { "type": "string" }, "message": { "type": "string" } } } }
+        },
+        "ValidationError": {
+            "type": "object", "required": ["error"],
+            "properties": { "error": { "type": "object", "required": ["kind", "message", "errors", "warnings"],
+                "properties": { "kind": { "const": "validation" }, "message": { "type": "string" },
+                    "errors": { "type": "array", "minItems": 1, "items": issue.clone() },
+                    "warnings": { "type": "array", "items": issue.clone() } } } }
+        },
+        "Issue": issue.clone(),
+        "Definition": {
+            "type": "object", "required": ["name", "description"],
+            "description": "A tool definition as in definition files (DESIGN.md §1); snake_case keys, camelCase aliases accepted",
+            "properties": { "name": { "type": "string" }, "description": { "type": "string" } }
+        },
+        "ToolSummary": { "type": "object", "required": summary_required, "properties": summary_props },
+        "ToolDetail": { "type": "object", "required": detail_required, "properties": detail_props },
+        "ToolsPage": {
+            "type": "object", "required": ["tools", "nextCursor"],
+            "properties": { "tools": { "type": "array", "items": schema_ref("ToolSummary") }, "nextCursor": { "type": ["string", "null"] } }
+        },
+        "ValidationResult": {
+            "type": "object", "required": ["valid", "errors", "warnings"],
+            "properties": { "valid": { "type": "boolean" }, "errors": { "type": "array", "items": issue.clone() },
+                "warnings": { "type": "array", "items": issue }, "definitionHash": { "type": "string" } }
+        },
+        "History": {
+            "type": "object", "required": ["name", "versions"],
+            "properties": { "name": { "type": "string" }, "versions": { "type": "array", "items": {
+                "type": "object", "required": ["version", "definitionHash", "createdAt", "updatedAt", "createdBy", "definition"],
+                "properties": { "version": { "type": "integer" }, "definitionHash": { "type": "string" },
+                    "createdAt": { "type": "string" }, "updatedAt": { "type": "string" }, "createdBy": { "type": "string" },
+                    "deletedAt": { "type": ["string", "null"] }, "definition": schema_ref("Definition") } } } }
+        },
+        "CallBody": {
+            "type": "object", "additionalProperties": false,
+            "properties": { "arguments": { "type": "object" }, "idempotencyKey": { "type": "string" } }
+        },
+        "Envelope": {
+            "type": "object", "required": ["tool", "callId", "fetchedAt", "input", "attempts", "durationMs"],
+            "properties": {
+                "tool": { "type": "string" }, "callId": { "type": "string" },
+                "fetchedAt": { "type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$" },
+                "input": {}, "data": {}, "error": { "type": "string" }, "errorKind": { "enum": error_kinds },
+                "attempts": { "type": "integer", "minimum": 0 }, "durationMs": { "type": "number", "minimum": 0 },
+                "truncated": { "const": true }, "outputRef": { "type": "string" },
+                "content": { "type": "array", "items": { "type": "object", "required": ["type"] } }
+            },
+            "oneOf": [
+                { "required": ["data"], "not": { "anyOf": [{ "required": ["error"] }, { "required": ["errorKind"] }] } },
+                { "required": ["error", "errorKind"], "not": { "required": ["data"] } }
+            ]
+        },
+        "AuditRecord": {
+            "type": "object", "required": ["callId", "tool", "principal", "fetchedAt"],
+            "properties": { "seq": { "type": "integer" }, "callId": { "type": "string" }, "tool": { "type": "string" },
+                "principal": { "type": "string" }, "fetchedAt": { "type": "string" } }
+        },
+        "CallsPage": {
+            "type": "object", "required": ["calls", "nextCursor"],
+            "properties": { "calls": { "type": "array", "items": schema_ref("AuditRecord") }, "nextCursor": { "type": ["string", "null"] } }
+        },
+        "CallDetail": {
+            "type": "object", "required": ["started", "finished", "interrupted"],
+            "properties": { "started": { "type": ["object", "null"] },
+                "finished": { "anyOf": [schema_ref("AuditRecord"), { "type": "null" }] },
+                "interrupted": { "type": "boolean" } }
+        },
+        "Export": {
+            "type": "object", "required": ["format", "document", "notes"],
+            "properties": { "format": { "enum": ["openai", "openai-responses", "anthropic", "gemini", "mcp"] },
+                "document": {}, "notes": { "type": "array", "items": { "type": "object", "required": ["tool", "path", "message"] } } }
+        },
+        "Health": {
+            "type": "object", "required": ["status", "version", "tools", "store", "callsInFlight"],
+            "properties": { "status": { "const": "ok" }, "version": { "type": "string" }, "tools": { "type": "integer" },
+                "store": { "enum": ["sqlite", "postgres"] }, "callsInFlight": { "type": "integer" } }
+        }
+    })
+}

@@ -1,0 +1,813 @@
+//! The REST API under `/v1` (DESIGN.md §4), plus `/openapi.json`, `/healthz` and `/metrics`.
+//! JSON is camelCase; lists take `limit` and `cursor` and answer with `nextCursor`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use toolgate_core::{
+    CallId, CallRequest, Category, Consequence, CoreError, Effect, Permission, RegisteredTool,
+    ToolDefinition, ToolSpec,
+};
+use toolgate_export::{ExportFormat, ExportOptions};
+use toolgate_store::AuditQuery;
+
+use crate::Gateway;
+use crate::auth::Caller;
+use crate::error::ServerError;
+
+type Gw = State<Arc<Gateway>>;
+type ApiResult<T> = Result<T, ServerError>;
+
+/// Who changes definitions through the API, as recorded in the history.
+fn actor(caller: &Caller) -> String {
+    format!("api:{}", caller.principal.id)
+}
+
+/// The REST routes, behind the Host/Origin check and (except `/healthz`, `/openapi.json`) auth.
+pub(crate) fn router(gw: Arc<Gateway>) -> Router {
+    let limit = gw.options().max_body_bytes;
+    let api = Router::new()
+        .route("/v1/tools", get(list_tools).post(create_tool))
+        .route("/v1/tools/validate", post(validate_tool))
+        .route(
+            "/v1/tools/{name}",
+            get(get_tool).put(update_tool).delete(delete_tool),
+        )
+        .route("/v1/tools/{name}/history", get(tool_history))
+        .route("/v1/tools/{name}/call", post(call_tool))
+        .route("/v1/calls", get(list_calls))
+        .route("/v1/calls/{call_id}", get(get_call))
+        .route("/v1/calls/{call_id}/output", get(call_output))
+        .route("/v1/export/{format}", get(export))
+        .route("/v1/events", get(events))
+        .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&gw),
+            authenticate,
+        ));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi))
+        .merge(api)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&gw),
+            check_host,
+        ))
+        .with_state(gw)
+}
+
+/// Resolves the bearer token to a [`Caller`] (request extension) or answers 401.
+pub(crate) async fn authenticate(State(gw): Gw, mut request: Request, next: Next) -> Response {
+    match gw.auth().caller(request.headers()) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// DNS-rebinding protection for the REST API: the `Host` must be a loopback name or a
+/// configured host, and a browser `Origin`, when sent, a loopback or configured origin.
+async fn check_host(State(gw): Gw, request: Request, next: Next) -> Response {
+    if let Err(e) = host_allowed(&gw, request.headers()) {
+        return e.into_response();
+    }
+    next.run(request).await
+}
+
+fn host_allowed(gw: &Gateway, headers: &HeaderMap) -> ApiResult<()> {
+    let options = gw.options();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let name = strip_port(host);
+    let loopback = ["localhost", "127.0.0.1", "::1", "[::1]"];
+    let host_ok = loopback.contains(&name)
+        || options
+            .allowed_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(name) || h.eq_ignore_ascii_case(host));
+    if !host_ok {
+        return Err(ServerError::Forbidden(format!(
+            "Host {host:?} is not allowed (DNS rebinding protection); add it to [server] allowed_hosts in the config file if this server is meant to be reached by that name"
+        )));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
+        let origin_host = origin
+            .split_once("://")
+            .map(|(_, rest)| strip_port(rest))
+            .unwrap_or_default();
+        let origin_ok = loopback.contains(&origin_host)
+            || options
+                .allowed_origins
+                .iter()
+                .any(|o| o.eq_ignore_ascii_case(origin));
+        if !origin_ok {
+            return Err(ServerError::Forbidden(format!(
+                "Origin {origin:?} is not allowed; add it to [server] allowed_origins in the config file to let that web page call this server"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `host:port` → `host` (IPv6 literals keep their brackets stripped of the port only).
+fn strip_port(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    authority.split(':').next().unwrap_or_default()
+}
+
+async fn not_found(request: Request) -> ServerError {
+    ServerError::NotFound(format!(
+        "No route {} {}; see /openapi.json for the API",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+async fn healthz(State(gw): Gw) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "tools": gw.registry().snapshot().len(),
+        "store": gw.store().backend(),
+        "callsInFlight": gw.calls_in_flight(),
+    }))
+}
+
+async fn openapi() -> Json<Value> {
+    Json(crate::openapi::openapi_document())
+}
+
+async fn metrics() -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        crate::metrics::render(),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListParams {
+    category: Option<String>,
+    effect: Option<String>,
+    consequence: Option<String>,
+    tag: Option<String>,
+    q: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+fn parse_filter<T: std::str::FromStr>(
+    what: &str,
+    raw: Option<&str>,
+    all: &[&str],
+) -> ApiResult<Option<T>> {
+    match raw {
+        None | Some("") => Ok(None),
+        Some(raw) => raw.parse().map(Some).map_err(|_| {
+            ServerError::BadRequest(format!(
+                "Unknown {what} {raw:?}; use one of {}",
+                all.join(", ")
+            ))
+        }),
+    }
+}
+
+fn names<T: Copy>(all: &[T], f: impl Fn(T) -> &'static str) -> Vec<&'static str> {
+    all.iter().map(|x| f(*x)).collect()
+}
+
+/// Summary of a tool for lists.
+fn summary(tool: &RegisteredTool) -> Value {
+    let spec = tool.spec();
+    let mut v = json!({
+        "name": spec.name().as_str(),
+        "description": spec.description(),
+        "category": spec.category(),
+        "effect": spec.effect(),
+        "consequence": spec.consequence(),
+        "requiresConfirmation": spec.requires_confirmation(),
+        "tags": spec.tags(),
+        "builtin": tool.is_builtin(),
+        "definitionHash": spec.definition_hash(),
+    });
+    if let Some(title) = &spec.definition().title {
+        v["title"] = json!(title);
+    }
+    if let Some(version) = &spec.definition().version {
+        v["version"] = json!(version);
+    }
+    v
+}
+
+/// Full view of one tool: the definition document, its resolved limits and schemas.
+fn detail(tool: &RegisteredTool, stored_version: Option<i64>) -> Value {
+    let spec = tool.spec();
+    let limits = spec.limits();
+    let mut v = summary(tool);
+    v["definition"] = serde_json::to_value(spec.definition()).unwrap_or(Value::Null);
+    v["inputSchema"] = spec.input_schema().clone();
+    if let Some(output) = spec.output_schema() {
+        v["outputSchema"] = output.clone();
+    }
+    v["limits"] = json!({
+        "timeoutMs": u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
+        "maxOutputBytes": limits.max_output_bytes,
+        "isolation": limits.isolation,
+        "maxAttempts": limits.max_attempts,
+    });
+    v["requiredPermissions"] = json!(
+        spec.required_permissions()
+            .iter()
+            .map(Permission::as_str)
+            .collect::<Vec<_>>()
+    );
+    v["storedVersion"] = json!(stored_version);
+    v
+}
+
+async fn list_tools(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Query(params): Query<ListParams>,
+) -> ApiResult<Json<Value>> {
+    let category = parse_filter::<Category>(
+        "category",
+        params.category.as_deref(),
+        &names(Category::ALL, Category::as_str),
+    )?;
+    let effect = parse_filter::<Effect>(
+        "effect",
+        params.effect.as_deref(),
+        &names(Effect::ALL, Effect::as_str),
+    )?;
+    let consequence = parse_filter::<Consequence>(
+        "consequence",
+        params.consequence.as_deref(),
+        &names(Consequence::ALL, Consequence::as_str),
+    )?;
+    let limit = params.limit.unwrap_or(50).clamp(1, 500);
+    let mut cursor = params.cursor.clone();
+    let mut tools = Vec::with_capacity(limit);
+    // Pages are cut from the registry, then filtered to what the caller may see; keep reading
+    // until the page is full or the registry is exhausted.
+    loop {
+        let page = gw
+            .registry()
+            .list(&toolgate_core::Query {
+                category,
+                effect,
+                consequence,
+                tag: params.tag.clone(),
+                text: params.q.clone(),
+                limit: limit - tools.len(),
+                cursor: cursor.clone(),
+            })
+            .map_err(|e| ServerError::BadRequest(e.to_string()))?;
+        tools.extend(
+            page.items
+                .iter()
+                .filter(|t| caller.sees(t.spec().name().as_str()))
+                .map(summary),
+        );
+        cursor = page.next_cursor;
+        if tools.len() >= limit || cursor.is_none() {
+            break;
+        }
+    }
+    Ok(Json(json!({ "tools": tools, "nextCursor": cursor })))
+}
+
+/// The tool, if it exists and the caller may see it; otherwise the same not-found either way.
+fn visible(gw: &Gateway, caller: &Caller, name: &str) -> ApiResult<RegisteredTool> {
+    match gw.registry().get(name) {
+        Some(tool) if caller.sees(name) => Ok(tool),
+        _ => Err(ServerError::NotFound(format!(
+            "Tool not found: {name}. GET /v1/tools lists the tools you can use."
+        ))),
+    }
+}
+
+async fn get_tool(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let tool = visible(&gw, &caller, &name)?;
+    let stored = if tool.is_builtin() {
+        None
+    } else {
+        gw.store().definition(&name).await?.map(|d| d.version)
+    };
+    Ok(Json(detail(&tool, stored)))
+}
+
+/// Reads a definition from a request body (JSON; the definition file format).
+fn definition_from(body: &Bytes) -> ApiResult<ToolDefinition> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ServerError::BadRequest("The request body is not UTF-8 JSON".into()))?;
+    ToolDefinition::parse(text, toolgate_core::Format::Json).map_err(|e| invalid_from(&e, None))
+}
+
+/// A core error as a 422 listing every problem (or the right status for non-validation errors).
+fn invalid_from(e: &CoreError, name: Option<&str>) -> ServerError {
+    use toolgate_core::CoreErrorKind as K;
+    let message = e.to_string();
+    match (e.report(), e.kind()) {
+        (Some(report), _) => ServerError::Invalid {
+            message: format!(
+                "The definition{} is invalid: {} problem(s)",
+                name.map(|n| format!(" of {n}")).unwrap_or_default(),
+                report.errors.len()
+            ),
+            report: Box::new(report.clone()),
+        },
+        (None, K::Forbidden) => ServerError::Forbidden(message),
+        (None, K::Conflict) => ServerError::Conflict(message),
+        (None, K::NotFound) => ServerError::NotFound(message),
+        (None, K::Parse) => ServerError::Invalid {
+            message: format!("The definition cannot be read: {message}"),
+            report: Box::new(toolgate_core::ValidationReport {
+                errors: vec![toolgate_core::Issue {
+                    path: String::new(),
+                    code: "parse".into(),
+                    message,
+                }],
+                warnings: Vec::new(),
+            }),
+        },
+        (None, _) => ServerError::BadRequest(message),
+    }
+}
+
+fn require_manage(caller: &Caller) -> ApiResult<()> {
+    let needed = Permission::parse("toolgate.tools.manage").map_err(ServerError::Internal)?;
+    if caller.principal.holds(&needed) {
+        Ok(())
+    } else {
+        Err(ServerError::Forbidden(format!(
+            "Principal {} lacks permission toolgate.tools.manage, needed to change tool definitions; grant it in the config file",
+            caller.principal.id
+        )))
+    }
+}
+
+async fn create_tool(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    require_manage(&caller)?;
+    let def = definition_from(&body)?;
+    let name = def.name.clone();
+    let spec = checked(&gw, &caller, def.clone(), false).await?;
+    let stored = gw
+        .store()
+        .insert_definition(&spec, &actor(&caller), &caller.plan)
+        .await?;
+    if let Err(e) = gw.registry().register_definition(def) {
+        // Another writer got there first; the sync task will converge the registry.
+        tracing::debug!(tool = %name, error = %e, "registered by sync instead");
+    }
+    let tool = gw
+        .registry()
+        .get(&name)
+        .ok_or_else(|| ServerError::Internal(format!("Tool {name} vanished after being stored")))?;
+    let mut body = detail(&tool, Some(stored.version));
+    body["warnings"] = json!(spec.warnings());
+    let location = HeaderValue::from_str(&format!("/v1/tools/{name}"))
+        .map_err(|e| ServerError::Internal(e.to_string()))?;
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(body),
+    )
+        .into_response())
+}
+
+/// Validates as registration would, under the caller's plan; 422 with every problem if not.
+/// A definition that passes is recorded as a `validated` event (seed 003 §11).
+async fn checked(
+    gw: &Gateway,
+    caller: &Caller,
+    def: ToolDefinition,
+    replace: bool,
+) -> ApiResult<ToolSpec> {
+    let name = def.name.clone();
+    let started = std::time::Instant::now();
+    let spec = gw
+        .registry()
+        .check(def, replace, Some(caller.plan.max_isolation))
+        .map_err(|e| invalid_from(&e, Some(&name)))?;
+    let took = started.elapsed();
+    if let Err(e) = gw
+        .store()
+        .record_validated(
+            &name,
+            spec.category(),
+            spec.definition().parameters.len(),
+            took,
+        )
+        .await
+    {
+        tracing::warn!(tool = %name, error = %e, "could not record the validated event");
+    }
+    Ok(spec)
+}
+
+async fn update_tool(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    require_manage(&caller)?;
+    let def = definition_from(&body)?;
+    if def.name != name {
+        return Err(ServerError::BadRequest(format!(
+            "The definition is named {:?} but the URL names {name:?}; rename by creating the new tool and deleting the old one",
+            def.name
+        )));
+    }
+    let existing = visible(&gw, &caller, &name)?;
+    if existing.is_builtin() {
+        return Err(ServerError::Forbidden(format!(
+            "Built-in tool {name} cannot be changed; define a tool with another name"
+        )));
+    }
+    let spec = checked(&gw, &caller, def.clone(), true).await?;
+    let (stored, changed) = gw.store().update_definition(&spec, &actor(&caller)).await?;
+    if let Err(e) = gw.registry().replace_definition(def) {
+        tracing::debug!(tool = %name, error = %e, "replaced by sync instead");
+    }
+    let tool = visible(&gw, &caller, &name)?;
+    let mut body = detail(&tool, Some(stored.version));
+    body["changedFields"] = json!(changed);
+    body["warnings"] = json!(spec.warnings());
+    Ok(Json(body))
+}
+
+async fn delete_tool(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    require_manage(&caller)?;
+    let existing = visible(&gw, &caller, &name)?;
+    if existing.is_builtin() {
+        return Err(ServerError::Forbidden(format!(
+            "Built-in tool {name} cannot be removed"
+        )));
+    }
+    if gw.store().definition(&name).await?.is_none() {
+        return Err(ServerError::Conflict(format!(
+            "Tool {name} is not stored (it comes from --tools-dir); remove its file instead"
+        )));
+    }
+    gw.store().delete_definition(&name, &actor(&caller)).await?;
+    match gw.registry().remove(&name) {
+        Ok(_) | Err(CoreError::NotFound(_)) => {}
+        Err(e) => return Err(invalid_from(&e, Some(&name))),
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn tool_history(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    if !caller.sees(&name) {
+        return Err(ServerError::NotFound(format!("Tool not found: {name}")));
+    }
+    let history = gw.store().history(&name).await?;
+    if history.is_empty() {
+        return Err(ServerError::NotFound(format!(
+            "Tool not found: {name} has no stored history (built-in and --tools-dir tools have none)"
+        )));
+    }
+    let versions: Vec<Value> = history
+        .iter()
+        .map(|d| {
+            json!({
+                "version": d.version,
+                "definitionHash": d.definition_hash,
+                "createdAt": d.created_at,
+                "updatedAt": d.updated_at,
+                "createdBy": d.created_by,
+                "deletedAt": d.deleted_at,
+                "definition": d.definition,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "name": name, "versions": versions })))
+}
+
+async fn validate_tool(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let def = match definition_from(&body) {
+        Ok(def) => def,
+        Err(ServerError::Invalid { report, .. }) => {
+            return Ok(Json(json!({
+                "valid": false, "errors": report.errors, "warnings": report.warnings
+            })));
+        }
+        Err(e) => return Err(e),
+    };
+    let replace = gw
+        .registry()
+        .get(&def.name)
+        .is_some_and(|t| !t.is_builtin());
+    let name = def.name.clone();
+    let outcome = gw
+        .registry()
+        .check(def, replace, Some(caller.plan.max_isolation));
+    let body = match outcome {
+        Ok(spec) => {
+            json!({ "valid": true, "errors": [], "warnings": spec.warnings(), "definitionHash": spec.definition_hash() })
+        }
+        Err(e) => match invalid_from(&e, Some(&name)) {
+            ServerError::Invalid { report, .. } => {
+                json!({ "valid": false, "errors": report.errors, "warnings": report.warnings })
+            }
+            other => {
+                json!({ "valid": false, "errors": [{ "path": "name", "code": other.kind().as_str(), "message": other.to_string() }], "warnings": [] })
+            }
+        },
+    };
+    Ok(Json(body))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calls
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CallBody {
+    #[serde(default)]
+    arguments: Option<Value>,
+    /// Accepted now; durable approvals (issue 6) give it meaning.
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+async fn call_tool(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<toolgate_core::ToolResult>> {
+    let body: CallBody = if body.is_empty() {
+        CallBody {
+            arguments: None,
+            idempotency_key: None,
+        }
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ServerError::BadRequest(format!(
+                "Invalid call body: {e}; send {{\"arguments\": {{...}}}}"
+            ))
+        })?
+    };
+    let _ = body.idempotency_key;
+    let arguments = body.arguments.unwrap_or_else(|| json!({}));
+    let result = gw
+        .call(&caller, CallRequest::new(name, arguments), None)
+        .await;
+    Ok(Json(result))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CallsParams {
+    tool: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// Whether the caller may read every principal's calls (else only its own).
+fn reads_all_calls(caller: &Caller) -> bool {
+    Permission::parse("toolgate.audit.read").is_ok_and(|p| caller.principal.holds(&p))
+}
+
+fn may_read(caller: &Caller, principal: &str, tool: &str) -> bool {
+    caller.sees(tool) && (reads_all_calls(caller) || caller.principal.id.as_str() == principal)
+}
+
+async fn list_calls(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Query(params): Query<CallsParams>,
+) -> ApiResult<Json<Value>> {
+    let limit = params.limit.unwrap_or(50).clamp(1, 500);
+    let before = match params.cursor.as_deref() {
+        None | Some("") => None,
+        Some(raw) => Some(raw.parse::<i64>().map_err(|_| {
+            ServerError::BadRequest(format!(
+                "Invalid cursor {raw:?}: pass the nextCursor of the previous page"
+            ))
+        })?),
+    };
+    let records = gw
+        .store()
+        .audit(&AuditQuery {
+            tool: params.tool.clone(),
+            limit,
+            before,
+        })
+        .await?;
+    let next = if records.len() == limit as usize {
+        records.last().and_then(|r| r.seq).map(|s| s.to_string())
+    } else {
+        None
+    };
+    let calls: Vec<&toolgate_store::AuditRecord> = records
+        .iter()
+        .filter(|r| may_read(&caller, &r.principal, &r.tool))
+        .collect();
+    Ok(Json(json!({ "calls": calls, "nextCursor": next })))
+}
+
+fn call_id(raw: &str) -> ApiResult<CallId> {
+    CallId::parse(raw).map_err(|e| ServerError::BadRequest(format!("Invalid call id {raw:?}: {e}")))
+}
+
+fn call_not_found(id: &str) -> ServerError {
+    ServerError::NotFound(format!(
+        "Call not found: {id}. GET /v1/calls lists recent calls."
+    ))
+}
+
+async fn get_call(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(raw): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let id = call_id(&raw)?;
+    let Some(call) = gw.store().audit_call(id).await? else {
+        return Err(call_not_found(&raw));
+    };
+    let (principal, tool) = match (&call.finished, &call.started) {
+        (Some(f), _) => (f.principal.clone(), f.tool.clone()),
+        (None, Some(s)) => (s.principal.clone(), s.tool.clone()),
+        (None, None) => return Err(call_not_found(&raw)),
+    };
+    if !may_read(&caller, &principal, &tool) {
+        return Err(call_not_found(&raw));
+    }
+    let mut body = serde_json::to_value(&call).map_err(|e| ServerError::Internal(e.to_string()))?;
+    body["interrupted"] = json!(call.interrupted());
+    Ok(Json(body))
+}
+
+async fn call_output(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(raw): Path<String>,
+) -> ApiResult<Response> {
+    let id = call_id(&raw)?;
+    let Some(call) = gw.store().audit_call(id).await? else {
+        return Err(call_not_found(&raw));
+    };
+    let Some(finished) = call.finished else {
+        return Err(call_not_found(&raw));
+    };
+    if !may_read(&caller, &finished.principal, &finished.tool) {
+        return Err(call_not_found(&raw));
+    }
+    match gw.store().output(id).await? {
+        Some(bytes) => Ok((
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            bytes,
+        )
+            .into_response()),
+        None => Err(ServerError::NotFound(format!(
+            "Call {raw} has no stored output: only outputs over {} bytes are kept apart; its data is in GET /v1/calls/{raw}",
+            toolgate_store::LARGE_OUTPUT_BYTES
+        ))),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exports and events
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExportParams {
+    #[serde(default)]
+    strict: bool,
+}
+
+async fn export(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(format): Path<String>,
+    Query(params): Query<ExportParams>,
+) -> ApiResult<Json<Value>> {
+    let format: ExportFormat = format.parse().map_err(|_| {
+        ServerError::NotFound(format!(
+            "Unknown export format {format:?}; use one of {}",
+            ExportFormat::ALL.map(ExportFormat::as_str).join(", ")
+        ))
+    })?;
+    let snapshot = gw.registry().snapshot();
+    let specs: Vec<ToolSpec> = snapshot
+        .iter()
+        .filter(|t| caller.sees(t.spec().name().as_str()))
+        .map(|t| t.spec().clone())
+        .collect();
+    let export = toolgate_export::export(
+        &specs,
+        format,
+        &ExportOptions {
+            strict: params.strict,
+        },
+    )
+    .map_err(|e| match e.kind() {
+        toolgate_export::ExportErrorKind::Unsupported => ServerError::Invalid {
+            message: e.to_string(),
+            report: Box::new(toolgate_core::ValidationReport {
+                errors: vec![toolgate_core::Issue {
+                    path: e.tool().unwrap_or_default().to_owned(),
+                    code: "export.unsupported".into(),
+                    message: e.to_string(),
+                }],
+                warnings: Vec::new(),
+            }),
+        },
+        _ => ServerError::BadRequest(e.to_string()),
+    })?;
+    Ok(Json(json!({
+        "format": format.as_str(),
+        "document": export.document,
+        "notes": export.notes,
+    })))
+}
+
+async fn events(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let receiver = gw.events().subscribe();
+    let stop = gw.close_streams.clone();
+    let stream = futures_util::stream::unfold(
+        (receiver, stop, caller),
+        |(mut receiver, stop, caller)| async move {
+            loop {
+                let received = tokio::select! {
+                    () = stop.cancelled() => return None,
+                    r = receiver.recv() => r,
+                };
+                match received {
+                    Ok(event) if caller.sees(&event.tool) => {
+                        let sse = Event::default()
+                            .event(event.name)
+                            .json_data(&*event.data)
+                            .unwrap_or_else(|_| Event::default().comment("unserializable event"));
+                        return Some((Ok(sse), (receiver, stop, caller)));
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(n)) => {
+                        let sse = Event::default()
+                            .event("lagged")
+                            .data(format!("{{\"missed\":{n}}}"));
+                        return Some((Ok(sse), (receiver, stop, caller)));
+                    }
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        },
+    );
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}

@@ -1,0 +1,1120 @@
+//! The REST API end to end through the real router: every route, auth (missing, wrong,
+//! insufficient token), hidden tools, quotas, validation errors, stored outputs, events, metrics
+//! and DNS-rebinding checks — each response checked against `/openapi.json`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use common::{Harness, principal};
+use serde_json::{Value, json};
+use toolgate_core::{Quota, RateLimit};
+
+const ADMIN: &str = "admin-token";
+const READER: &str = "reader-token";
+const CALC_ONLY: &str = "calc-token";
+
+async fn with_principals() -> Harness {
+    Harness::new(vec![
+        principal("admin", &["*"], None, ADMIN, Quota::default()),
+        principal("reader", &["tool.*"], None, READER, Quota::default()),
+        principal(
+            "calc",
+            &["tool.*"],
+            Some(&["calculator"]),
+            CALC_ONLY,
+            Quota::default(),
+        ),
+    ])
+    .await
+}
+
+fn definition(name: &str, description: &str) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "category": "knowledge",
+        "parameters": [{ "name": "city", "type": "string", "description": "City name", "required": true }],
+        "tags": ["weather"]
+    })
+}
+
+#[tokio::test]
+async fn every_documented_route_exists_and_every_route_is_documented() {
+    let h = Harness::new(Vec::new()).await;
+    let doc = &h.doc;
+    let paths = doc["paths"].as_object().unwrap();
+    let mut documented = Vec::new();
+    for (path, ops) in paths {
+        for method in ops.as_object().unwrap().keys() {
+            documented.push((method.clone(), path.clone()));
+        }
+    }
+    let mut listed: Vec<(String, String)> = toolgate_server::ROUTES
+        .iter()
+        .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
+        .collect();
+    documented.sort();
+    listed.sort();
+    assert_eq!(documented, listed, "ROUTES and /openapi.json disagree");
+    // Every documented route is answered by a handler, not the fallback.
+    for (method, path) in &listed {
+        // /mcp is exercised by the conformance suite; /v1/events never ends (checked below).
+        if path == "/mcp" || path == "/v1/events" {
+            continue;
+        }
+        let uri = path
+            .replace("{name}", "calculator")
+            .replace("{callId}", "01a20311-f0e6-708a-9f5a-fa5cc0a368bf")
+            .replace("{format}", "mcp");
+        let m = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let reply = h.send(m, &uri, None, Some(json!({}))).await;
+        assert!(
+            !reply.text.contains("No route"),
+            "{method} {path} fell through to the fallback: {}",
+            reply.text
+        );
+    }
+    let req = axum::http::Request::builder()
+        .uri("/v1/events")
+        .header("host", "localhost")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let events = tower::ServiceExt::oneshot(h.router.clone(), req)
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    let reply = h
+        .api(Method::GET, "/openapi.json", "/openapi.json", None, None)
+        .await;
+    assert_eq!(reply.json["openapi"], "3.1.0");
+    let unknown = h.send(Method::GET, "/v1/nothing", None, None).await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.json["error"]["kind"], "not_found");
+}
+
+#[tokio::test]
+async fn tokens_missing_wrong_and_insufficient() {
+    let h = with_principals().await;
+    // Missing.
+    let r = h
+        .api(Method::GET, "/v1/tools", "/v1/tools", None, None)
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers["www-authenticate"], "Bearer realm=\"toolgate\"");
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Missing bearer token")
+    );
+    // Wrong.
+    let r = h
+        .api(Method::GET, "/v1/tools", "/v1/tools", Some("nope"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Invalid bearer token")
+    );
+    // Malformed scheme.
+    let r = h
+        .send_with(
+            Method::GET,
+            "/v1/tools",
+            None,
+            None,
+            &[("authorization", "Basic YTpi")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    // MCP needs the token too.
+    let r = h
+        .send_with(
+            Method::POST,
+            "/mcp",
+            None,
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            &[("accept", "application/json, text/event-stream")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    // Insufficient: reader may call tools but not manage definitions.
+    let r = h
+        .api(
+            Method::POST,
+            "/v1/tools",
+            "/v1/tools",
+            Some(READER),
+            Some(definition(
+                "weather_now",
+                "Current weather for a city. Use when asked about weather.",
+            )),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("toolgate.tools.manage")
+    );
+    // Open endpoints.
+    let r = h.api(Method::GET, "/healthz", "/healthz", None, None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["store"], "sqlite");
+    // The right token works.
+    let r = h
+        .api(Method::GET, "/v1/tools", "/v1/tools", Some(ADMIN), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn hidden_tools_are_reported_exactly_like_missing_ones() {
+    let h = with_principals().await;
+    let hidden = h
+        .api(
+            Method::GET,
+            "/v1/tools/{name}",
+            "/v1/tools/read_file",
+            Some(CALC_ONLY),
+            None,
+        )
+        .await;
+    let missing = h
+        .api(
+            Method::GET,
+            "/v1/tools/{name}",
+            "/v1/tools/read_filf",
+            Some(CALC_ONLY),
+            None,
+        )
+        .await;
+    assert_eq!(hidden.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        hidden.text.replace("read_file", "X"),
+        missing.text.replace("read_filf", "X")
+    );
+    // Listing shows only what the principal may call.
+    let list = h
+        .api(Method::GET, "/v1/tools", "/v1/tools", Some(CALC_ONLY), None)
+        .await;
+    let names: Vec<&str> = list.json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["calculator"]);
+    // Calls: the envelope says not found, word for word like a missing tool.
+    let hidden = h
+        .api(
+            Method::POST,
+            "/v1/tools/{name}/call",
+            "/v1/tools/read_file/call",
+            Some(CALC_ONLY),
+            Some(json!({"arguments": {"path": "a"}})),
+        )
+        .await;
+    let missing = h
+        .api(
+            Method::POST,
+            "/v1/tools/{name}/call",
+            "/v1/tools/read_filf/call",
+            Some(CALC_ONLY),
+            Some(json!({"arguments": {"path": "a"}})),
+        )
+        .await;
+    assert_eq!(hidden.json["errorKind"], "not_found");
+    assert_eq!(
+        hidden.json["error"]
+            .as_str()
+            .unwrap()
+            .replace("read_file", "X"),
+        missing.json["error"]
+            .as_str()
+            .unwrap()
+            .replace("read_filf", "X")
+    );
+    // Exports and history hide it too.
+    let export = h
+        .api(
+            Method::GET,
+            "/v1/export/{format}",
+            "/v1/export/openai",
+            Some(CALC_ONLY),
+            None,
+        )
+        .await;
+    assert_eq!(export.json["document"].as_array().unwrap().len(), 1);
+    let history = h
+        .api(
+            Method::GET,
+            "/v1/tools/{name}/history",
+            "/v1/tools/read_file/history",
+            Some(CALC_ONLY),
+            None,
+        )
+        .await;
+    assert_eq!(history.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn definitions_crud_with_history_and_validation_errors() {
+    let h = Harness::new(Vec::new()).await;
+    let route = "/v1/tools";
+    // Invalid: every problem, each with its path.
+    let bad =
+        json!({ "name": "Bad-Name", "description": "", "category": "nope", "parameters": [] });
+    let r = h
+        .api(Method::POST, route, route, None, Some(bad.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    let bad2 = json!({ "name": "Bad-Name", "description": "x", "parameters": [{"name": "q", "type": "string", "required": true, "default": "a"}] });
+    let r = h
+        .api(Method::POST, route, route, None, Some(bad2.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    let errors = r.json["error"]["errors"].as_array().unwrap();
+    assert!(errors.len() >= 2, "{errors:?}");
+    assert!(errors.iter().any(|e| e["path"] == "name"), "{errors:?}");
+    // The validate endpoint says the same without storing.
+    let v = h
+        .api(
+            Method::POST,
+            "/v1/tools/validate",
+            "/v1/tools/validate",
+            None,
+            Some(bad2),
+        )
+        .await;
+    assert_eq!(v.status, StatusCode::OK);
+    assert_eq!(v.json["valid"], false);
+    assert_eq!(v.json["errors"].as_array().unwrap().len(), errors.len());
+    let good = definition(
+        "weather_now",
+        "Current weather for a city. Use when asked about the weather.",
+    );
+    let v = h
+        .api(
+            Method::POST,
+            "/v1/tools/validate",
+            "/v1/tools/validate",
+            None,
+            Some(good.clone()),
+        )
+        .await;
+    assert_eq!(v.json["valid"], true, "{}", v.text);
+    assert!(
+        h.gw.registry().get("weather_now").is_none(),
+        "validate must not register"
+    );
+    // Create.
+    let r = h
+        .api(Method::POST, route, route, None, Some(good.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(r.headers["location"], "/v1/tools/weather_now");
+    assert_eq!(r.json["storedVersion"], 1);
+    // Duplicate.
+    let r = h
+        .api(Method::POST, route, route, None, Some(good.clone()))
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
+    // Built-in names are refused.
+    let r = h
+        .api(
+            Method::POST,
+            route,
+            route,
+            None,
+            Some(definition(
+                "calculator",
+                "A clash with the built-in calculator tool.",
+            )),
+        )
+        .await;
+    assert!(
+        r.status == StatusCode::FORBIDDEN || r.status == StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        r.text
+    );
+    // Read, update, history.
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/tools/{name}",
+            "/v1/tools/weather_now",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.json["definition"]["name"], "weather_now");
+    let mut changed = good.clone();
+    changed["category"] = json!("external_api");
+    let r = h
+        .api(
+            Method::PUT,
+            "/v1/tools/{name}",
+            "/v1/tools/weather_now",
+            None,
+            Some(changed.clone()),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json["changedFields"], json!(["category"]));
+    assert_eq!(r.json["storedVersion"], 2);
+    let r = h
+        .api(
+            Method::PUT,
+            "/v1/tools/{name}",
+            "/v1/tools/other_name",
+            None,
+            Some(changed),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/tools/{name}/history",
+            "/v1/tools/weather_now/history",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.json["versions"].as_array().unwrap().len(), 2);
+    // Built-ins cannot be changed or removed.
+    let calc =
+        json!({"name": "calculator", "description": "Replaced calculator description text."});
+    let r = h
+        .api(
+            Method::PUT,
+            "/v1/tools/{name}",
+            "/v1/tools/calculator",
+            None,
+            Some(calc),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = h
+        .api(
+            Method::DELETE,
+            "/v1/tools/{name}",
+            "/v1/tools/calculator",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // Delete.
+    let r = h
+        .api(
+            Method::DELETE,
+            "/v1/tools/{name}",
+            "/v1/tools/weather_now",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/tools/{name}",
+            "/v1/tools/weather_now",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = h
+        .api(
+            Method::DELETE,
+            "/v1/tools/{name}",
+            "/v1/tools/weather_now",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // Malformed JSON is a 422 with a parse problem, not a crash.
+    let r = h
+        .send_with(
+            Method::POST,
+            "/v1/tools",
+            None,
+            None,
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert!(r.status.is_client_error());
+}
+
+#[tokio::test]
+async fn calls_envelopes_audit_and_stored_outputs() {
+    let h = Harness::new(Vec::new()).await;
+    let route = "/v1/tools/{name}/call";
+    let ok = h
+        .api(
+            Method::POST,
+            route,
+            "/v1/tools/calculator/call",
+            None,
+            Some(json!({"arguments": {"expression": "6*7"}})),
+        )
+        .await;
+    assert_eq!(ok.json["data"], json!({"result": 42}));
+    let bad = h
+        .api(
+            Method::POST,
+            route,
+            "/v1/tools/calculator/call",
+            None,
+            Some(json!({"arguments": {}})),
+        )
+        .await;
+    assert_eq!(bad.json["errorKind"], "validation");
+    let r = h
+        .api(
+            Method::POST,
+            route,
+            "/v1/tools/calculator/call",
+            None,
+            Some(json!({"args": {}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let big = h
+        .api(
+            Method::POST,
+            route,
+            "/v1/tools/big_text/call",
+            None,
+            Some(json!({"arguments": {"bytes": 20000}})),
+        )
+        .await;
+    let big_id = big.json["callId"].as_str().unwrap().to_owned();
+    // Listing with a cursor.
+    let page1 = h
+        .api(Method::GET, "/v1/calls", "/v1/calls?limit=2", None, None)
+        .await;
+    assert_eq!(page1.json["calls"].as_array().unwrap().len(), 2);
+    let cursor = page1.json["nextCursor"].as_str().unwrap().to_owned();
+    let page2 = h
+        .api(
+            Method::GET,
+            "/v1/calls",
+            &format!("/v1/calls?limit=2&cursor={cursor}"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(page2.json["calls"].as_array().unwrap().len(), 1);
+    let only = h
+        .api(
+            Method::GET,
+            "/v1/calls",
+            "/v1/calls?tool=big_text",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(only.json["calls"].as_array().unwrap().len(), 1);
+    let r = h
+        .api(Method::GET, "/v1/calls", "/v1/calls?cursor=zz", None, None)
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    // One call, and its stored output byte for byte.
+    let ok_id = ok.json["callId"].as_str().unwrap();
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/calls/{callId}",
+            &format!("/v1/calls/{ok_id}"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.json["finished"]["tool"], "calculator");
+    assert_eq!(r.json["interrupted"], false);
+    let r = h
+        .send(
+            Method::GET,
+            &format!("/v1/calls/{big_id}/output"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json, json!({"text": "x".repeat(20000)}));
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/calls/{callId}/output",
+            &format!("/v1/calls/{ok_id}/output"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/calls/{callId}",
+            "/v1/calls/not-a-uuid",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/calls/{callId}",
+            "/v1/calls/01a20311-f0e6-708a-9f5a-fa5cc0a368bf",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn principals_see_only_their_own_calls_unless_they_read_the_audit() {
+    let h = with_principals().await;
+    h.send(
+        Method::POST,
+        "/v1/tools/calculator/call",
+        Some(CALC_ONLY),
+        Some(json!({"arguments": {"expression": "1"}})),
+    )
+    .await;
+    let admin_call = h
+        .send(
+            Method::POST,
+            "/v1/tools/calculator/call",
+            Some(ADMIN),
+            Some(json!({"arguments": {"expression": "2"}})),
+        )
+        .await;
+    let mine = h
+        .api(Method::GET, "/v1/calls", "/v1/calls", Some(CALC_ONLY), None)
+        .await;
+    let principals: Vec<&str> = mine.json["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["principal"].as_str().unwrap())
+        .collect();
+    assert_eq!(principals, ["calc"]);
+    let all = h
+        .api(Method::GET, "/v1/calls", "/v1/calls", Some(ADMIN), None)
+        .await;
+    assert_eq!(all.json["calls"].as_array().unwrap().len(), 2);
+    let id = admin_call.json["callId"].as_str().unwrap();
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/calls/{callId}",
+            &format!("/v1/calls/{id}"),
+            Some(CALC_ONLY),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn per_principal_rate_limit_and_concurrency_cap() {
+    let h = Harness::new(vec![
+        principal(
+            "burst",
+            &["*"],
+            None,
+            "b",
+            Quota {
+                rate: Some(RateLimit::new(2, 0.001).unwrap()),
+                max_concurrent: None,
+            },
+        ),
+        principal(
+            "one",
+            &["*"],
+            None,
+            "o",
+            Quota {
+                rate: None,
+                max_concurrent: Some(1),
+            },
+        ),
+        principal("free", &["*"], None, "f", Quota::default()),
+    ])
+    .await;
+    let call = json!({"arguments": {"expression": "1"}});
+    for _ in 0..2 {
+        let r = h
+            .send(
+                Method::POST,
+                "/v1/tools/calculator/call",
+                Some("b"),
+                Some(call.clone()),
+            )
+            .await;
+        assert_eq!(r.json["data"], json!({"result": 1}), "{}", r.text);
+    }
+    let r = h
+        .send(
+            Method::POST,
+            "/v1/tools/calculator/call",
+            Some("b"),
+            Some(call.clone()),
+        )
+        .await;
+    assert_eq!(r.json["errorKind"], "rate_limited");
+    assert!(
+        r.json["error"]
+            .as_str()
+            .unwrap()
+            .contains("principal burst"),
+        "{}",
+        r.text
+    );
+    // Another principal is not affected.
+    let r = h
+        .send(
+            Method::POST,
+            "/v1/tools/calculator/call",
+            Some("f"),
+            Some(call),
+        )
+        .await;
+    assert!(r.json["data"].is_object());
+    // Concurrency: a second call while the first runs is refused; after it, calls work again.
+    let slow = json!({"arguments": {"seconds": 0.5}});
+    let first = h.send(
+        Method::POST,
+        "/v1/tools/slow_wait/call",
+        Some("o"),
+        Some(slow.clone()),
+    );
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        h.send(
+            Method::POST,
+            "/v1/tools/slow_wait/call",
+            Some("o"),
+            Some(json!({"arguments": {"seconds": 0}})),
+        )
+        .await
+    };
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!(first.json["data"], json!({"waited": 0.5}), "{}", first.text);
+    assert_eq!(second.json["errorKind"], "rate_limited", "{}", second.text);
+    assert!(second.json["error"].as_str().unwrap().contains("in flight"));
+    let third = h
+        .send(
+            Method::POST,
+            "/v1/tools/slow_wait/call",
+            Some("o"),
+            Some(json!({"arguments": {"seconds": 0}})),
+        )
+        .await;
+    assert!(third.json["data"].is_object(), "{}", third.text);
+}
+
+#[tokio::test]
+async fn exports_every_format_and_refuses_unknown_ones() {
+    let h = Harness::new(Vec::new()).await;
+    for format in ["openai", "openai-responses", "anthropic", "gemini", "mcp"] {
+        let r = h
+            .api(
+                Method::GET,
+                "/v1/export/{format}",
+                &format!("/v1/export/{format}"),
+                None,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{format}: {}", r.text);
+        assert_eq!(r.json["format"], format);
+    }
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/export/{format}",
+            "/v1/export/openai?strict=true",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/export/{format}",
+            "/v1/export/cobol",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/export/{format}",
+            "/v1/export/gemini?strict=true",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/tools",
+            "/v1/tools?category=nope",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("filesystem")
+    );
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/tools",
+            "/v1/tools?category=filesystem&limit=2",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.json["tools"].as_array().unwrap().len(), 2);
+    let next = r.json["nextCursor"].as_str().unwrap().to_owned();
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/tools",
+            &format!("/v1/tools?category=filesystem&limit=2&cursor={next}"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.json["tools"].as_array().unwrap().len(), 2);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/tools",
+            "/v1/tools?q=arithmetic",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.json["tools"][0]["name"], "calculator");
+}
+
+#[tokio::test]
+async fn dns_rebinding_and_body_limits() {
+    let h = Harness::with_options(toolgate_server::GatewayOptions {
+        max_body_bytes: 1024,
+        ..Default::default()
+    })
+    .await;
+    let r = h
+        .send_with(
+            Method::GET,
+            "/v1/tools",
+            None,
+            None,
+            &[("host", "evil.example.com")],
+        )
+        .await;
+    // `host` was set twice; the router sees the first. Build the request by hand instead.
+    let _ = r;
+    for (host, origin, want) in [
+        ("evil.example.com", None, StatusCode::FORBIDDEN),
+        (
+            "localhost:7878",
+            Some("http://evil.example.com"),
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            "127.0.0.1:7878",
+            Some("http://127.0.0.1:7878"),
+            StatusCode::OK,
+        ),
+        ("[::1]:7878", None, StatusCode::OK),
+    ] {
+        let mut req = axum::http::Request::builder()
+            .uri("/v1/tools")
+            .header("host", host);
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        let resp = tower::ServiceExt::oneshot(
+            h.router.clone(),
+            req.body(axum::body::Body::empty()).unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(resp.status(), want, "{host} {origin:?}");
+        // MCP checks the same.
+        let mut req = axum::http::Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        let resp = tower::ServiceExt::oneshot(
+            h.router.clone(),
+            req.body(axum::body::Body::from(init.to_string())).unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            resp.status().is_success(),
+            want.is_success(),
+            "/mcp {host} {origin:?}: {}",
+            resp.status()
+        );
+    }
+    let big = json!({ "arguments": { "expression": "1".repeat(4096) } });
+    let r = h
+        .send(
+            Method::POST,
+            "/v1/tools/calculator/call",
+            None,
+            Some(big.clone()),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    let rpc =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "1".repeat(4096)}});
+    let r = h
+        .send_with(
+            Method::POST,
+            "/mcp",
+            None,
+            Some(rpc),
+            &[("accept", "application/json, text/event-stream")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn metrics_expose_the_design_metrics_in_prometheus_format() {
+    let h = Harness::new(Vec::new()).await;
+    h.send(
+        Method::POST,
+        "/v1/tools/calculator/call",
+        None,
+        Some(json!({"arguments": {"expression": "1"}})),
+    )
+    .await;
+    h.send(
+        Method::POST,
+        "/v1/tools/calculator/call",
+        None,
+        Some(json!({"arguments": {}})),
+    )
+    .await;
+    h.send(
+        Method::POST,
+        "/v1/tools",
+        None,
+        Some(definition(
+            "metric_probe",
+            "A tool created to make the creation counter move.",
+        )),
+    )
+    .await;
+    h.send(
+        Method::POST,
+        "/v1/tools",
+        None,
+        Some(json!({"name": "Bad", "description": ""})),
+    )
+    .await;
+    let r = h.api(Method::GET, "/metrics", "/metrics", None, None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    for name in [
+        "tools_calls",
+        "tools_calls_errors",
+        "tools_calls_duration",
+        "tools_definitions_validation_duration",
+        "tools_definitions_validation_failures",
+        "tools_definitions_created",
+        "tools_definitions_by_category",
+    ] {
+        assert!(
+            r.text.lines().any(|l| l.starts_with(name)),
+            "{name} missing from /metrics:\n{}",
+            r.text
+        );
+    }
+    assert!(r.text.contains("tool=\"calculator\""));
+}
+
+#[tokio::test]
+async fn events_stream_definition_and_call_events() {
+    use http_body_util::BodyExt;
+    let h = Harness::new(Vec::new()).await;
+    let gw = h.gw.clone();
+    // The hub follows the store as `serve_http` would.
+    let stop = toolgate_core::CancellationToken::new();
+    gw.events()
+        .follow_store(gw.store().clone(), 0, stop.clone());
+    let req = axum::http::Request::builder()
+        .uri("/v1/events")
+        .header("host", "localhost")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = tower::ServiceExt::oneshot(h.router.clone(), req)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut body = resp.into_body();
+    h.send(
+        Method::POST,
+        "/v1/tools",
+        None,
+        Some(definition(
+            "evented",
+            "A tool whose creation must appear on the event stream.",
+        )),
+    )
+    .await;
+    h.send(
+        Method::POST,
+        "/v1/tools/calculator/call",
+        None,
+        Some(json!({"arguments": {"expression": "1"}})),
+    )
+    .await;
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !(seen.contains("\"kind\":\"created\"") && seen.contains("event: call")) {
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .expect("events arrive")
+            .unwrap()
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            seen.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+    assert!(seen.contains("\"kind\":\"created\""), "{seen}");
+    assert!(seen.contains("\"tool\":\"evented\""), "{seen}");
+    assert!(seen.contains("\"tool\":\"calculator\""), "{seen}");
+    stop.cancel();
+}
+
+/// Sends one HTTP/1.1 request over a fresh connection and returns the response body.
+async fn raw_post(addr: std::net::SocketAddr, path: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn shutdown_during_a_call(grace: Duration, seconds: f64) -> (Value, Duration, Harness) {
+    let h = Harness::with_options(toolgate_server::GatewayOptions {
+        grace,
+        ..Default::default()
+    })
+    .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = toolgate_core::CancellationToken::new();
+    let server = tokio::spawn(h.gw.clone().serve_http(listener, shutdown.clone()));
+    let body = json!({ "arguments": { "seconds": seconds } }).to_string();
+    let call = tokio::spawn(async move { raw_post(addr, "/v1/tools/slow_wait/call", &body).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    shutdown.cancel();
+    let response = call.await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server stops")
+        .unwrap()
+        .unwrap();
+    let envelope: Value = serde_json::from_str(response.trim()).unwrap_or_else(|_| {
+        // Chunked encoding: the JSON sits between the chunk-size lines.
+        let start = response.find('{').unwrap();
+        let end = response.rfind('}').unwrap();
+        serde_json::from_str(&response[start..=end]).unwrap()
+    });
+    (envelope, started.elapsed(), h)
+}
+
+#[tokio::test]
+async fn shutdown_lets_calls_finish_within_the_grace_period() {
+    let (envelope, took, h) = shutdown_during_a_call(Duration::from_secs(5), 0.8).await;
+    assert_eq!(envelope["data"], json!({"waited": 0.8}), "{envelope}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let id = toolgate_core::CallId::parse(envelope["callId"].as_str().unwrap()).unwrap();
+    let audited = h.gw.store().audit_call(id).await.unwrap().unwrap();
+    assert!(audited.finished.unwrap().error_kind().is_none());
+}
+
+#[tokio::test]
+async fn shutdown_cancels_calls_after_the_grace_period_and_audits_them() {
+    let (envelope, took, h) = shutdown_during_a_call(Duration::from_millis(200), 30.0).await;
+    assert_eq!(envelope["errorKind"], "cancelled", "{envelope}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let id = toolgate_core::CallId::parse(envelope["callId"].as_str().unwrap()).unwrap();
+    let audited = h.gw.store().audit_call(id).await.unwrap().unwrap();
+    assert_eq!(
+        audited.finished.unwrap().error_kind(),
+        Some(toolgate_core::ErrorKind::Cancelled)
+    );
+}
+
+#[tokio::test]
+async fn refuses_non_loopback_addresses_without_principals() {
+    let open =
+        toolgate_server::Auth::new(&[], &toolgate_store::Plan::named("core").unwrap()).unwrap();
+    let err = toolgate_server::check_binding("0.0.0.0:7878".parse().unwrap(), &open).unwrap_err();
+    assert!(err.to_string().contains("without principals"), "{err}");
+    assert!(toolgate_server::check_binding("127.0.0.1:7878".parse().unwrap(), &open).is_ok());
+    assert!(toolgate_server::check_binding("[::1]:7878".parse().unwrap(), &open).is_ok());
+    let with = toolgate_server::Auth::new(
+        &[principal("a", &["*"], None, "t", Quota::default())],
+        &toolgate_store::Plan::named("core").unwrap(),
+    )
+    .unwrap();
+    assert!(toolgate_server::check_binding("0.0.0.0:7878".parse().unwrap(), &with).is_ok());
+}

@@ -1,0 +1,308 @@
+//! The tools the official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16)
+//! calls, served by a real toolgate gateway: text, image, audio, embedded and mixed content,
+//! logging, errors, progress, sampling and elicitation — every call through the full pipeline.
+//!
+//! Run: `examples/conformance/serve.sh PORT` (MCP at http://127.0.0.1:PORT/mcp, REST at /v1), or
+//! the built binary with `--stdio`. The built-in tools are served too (files jailed to a temp dir).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_core::{
+    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, Registry, SamplingRequest,
+    Tool, ToolBuilder, ToolError,
+};
+use toolgate_server::{Gateway, GatewayOptions};
+use toolgate_store::{DbUrl, Store, StoreOptions};
+
+/// A 1×1 PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A tiny WAV file.
+const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+fn tool(name: &str, description: &str) -> ToolBuilder {
+    ToolBuilder::new(name, description).category(Category::System)
+}
+
+fn tools() -> Vec<Arc<dyn Tool>> {
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    tools.push(Arc::new(
+        tool(
+            "test_simple_text",
+            "Returns a simple text response, for testing text content.",
+        )
+        .handler(|_, _| async { Ok(json!("This is a simple text response for testing.")) }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_image_content",
+            "Returns a 1x1 PNG image, for testing image content.",
+        )
+        .handler(|_, ctx| async move {
+            ctx.attach(Content::image(PNG, "image/png"));
+            Ok(Value::Null)
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_audio_content",
+            "Returns a short WAV clip, for testing audio content.",
+        )
+        .handler(|_, ctx| async move {
+            ctx.attach(Content::audio(WAV, "audio/wav"));
+            Ok(Value::Null)
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_embedded_resource",
+            "Returns an embedded text resource, for testing resource content.",
+        )
+        .handler(|_, ctx| async move {
+            ctx.attach(Content::resource_text(
+                "test://embedded-resource",
+                "text/plain",
+                "This is an embedded resource content.",
+            ));
+            Ok(Value::Null)
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_multiple_content_types",
+            "Returns text, an image and a resource together, for testing mixed content.",
+        )
+        .handler(|_, ctx| async move {
+            ctx.attach(Content::text("Multiple content types test:"));
+            ctx.attach(Content::image(PNG, "image/png"));
+            ctx.attach(Content::resource_text(
+                "test://mixed-content-resource",
+                "application/json",
+                r#"{"test":"data","value":123}"#,
+            ));
+            Ok(Value::Null)
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_tool_with_logging",
+            "Sends three log messages while it runs, for testing logging.",
+        )
+        .handler(|_, ctx| async move {
+            ctx.log(LogLevel::Info, "Tool execution started");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ctx.log(LogLevel::Info, "Tool processing data");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ctx.log(LogLevel::Info, "Tool execution completed");
+            Ok(json!("Tool with logging executed successfully"))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_error_handling",
+            "Always fails, for testing error results.",
+        )
+        .handler(|_, _| async {
+            Err(ToolError::execution(
+                "This tool intentionally returns an error for testing",
+            ))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_tool_with_progress",
+            "Reports progress 0, 50 and 100 of 100, for testing progress notifications.",
+        )
+        .handler(|_, ctx| async move {
+            for (i, step) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                if i > 0 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                ctx.report_progress(step, Some(100.0), Some(&format!("Completed step {i} of 2")));
+            }
+            Ok(json!("Progress test completed"))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_sampling",
+            "Asks the client's model to answer a prompt (sampling), for testing sampling.",
+        )
+        .param(
+            Parameter::new("prompt", ParamType::String)
+                .description("The prompt to send")
+                .required(),
+        )
+        .handler(|args, ctx| async move {
+            let reply = ctx
+                .client("sampling")?
+                .sample(SamplingRequest {
+                    prompt: args["prompt"].as_str().unwrap_or_default().to_owned(),
+                    system_prompt: None,
+                    max_tokens: 100,
+                })
+                .await?;
+            Ok(json!(format!("LLM response: {}", reply.text)))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool("test_elicitation", "Asks the client's user for a username and email (elicitation), for testing elicitation.")
+            .param(Parameter::new("message", ParamType::String).description("What to ask the user").required())
+            .handler(|args, ctx| async move {
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "username": { "type": "string", "description": "User's response" },
+                        "email": { "type": "string", "description": "User's email address" }
+                    },
+                    "required": ["username", "email"]
+                });
+                let message = args["message"].as_str().unwrap_or_default().to_owned();
+                let answer = ctx.client("elicitation")?.elicit(message, schema).await?;
+                Ok(json!(describe("User response", &answer)))
+            }),
+    ));
+    tools.push(Arc::new(
+        tool("test_elicitation_sep1034_defaults", "Asks for a form whose fields have defaults (SEP-1034), for testing elicitation.")
+            .handler(|_, ctx| async move {
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "name": { "type": "string", "description": "User name", "default": "John Doe" },
+                        "age": { "type": "integer", "description": "User age", "default": 30 },
+                        "score": { "type": "number", "description": "User score", "default": 95.5 },
+                        "status": { "type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active" },
+                        "verified": { "type": "boolean", "description": "Verification status", "default": true }
+                    },
+                    "required": []
+                });
+                let answer = ctx
+                    .client("elicitation")?
+                    .elicit("Please review and update the form fields with defaults".into(), schema)
+                    .await?;
+                Ok(json!(describe("Elicitation completed", &answer)))
+            }),
+    ));
+    tools.push(Arc::new(
+        tool("test_elicitation_sep1330_enums", "Asks for a form with every kind of enum field (SEP-1330), for testing elicitation.")
+            .handler(|_, ctx| async move {
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "untitledSingle": { "type": "string", "description": "Choose one", "enum": ["option1", "option2", "option3"] },
+                        "titledSingle": { "type": "string", "description": "Choose one (titled)", "oneOf": [
+                            { "const": "value1", "title": "First Option" },
+                            { "const": "value2", "title": "Second Option" },
+                            { "const": "value3", "title": "Third Option" }
+                        ] },
+                        "legacyEnum": { "type": "string", "description": "Choose one (legacy)", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"] },
+                        "untitledMulti": { "type": "array", "description": "Choose several", "minItems": 1, "maxItems": 3, "items": { "type": "string", "enum": ["option1", "option2", "option3"] } },
+                        "titledMulti": { "type": "array", "description": "Choose several (titled)", "minItems": 1, "maxItems": 3, "items": { "anyOf": [
+                            { "const": "value1", "title": "First Choice" },
+                            { "const": "value2", "title": "Second Choice" },
+                            { "const": "value3", "title": "Third Choice" }
+                        ] } }
+                    },
+                    "required": []
+                });
+                let answer = ctx
+                    .client("elicitation")?
+                    .elicit("Please choose from the enum fields".into(), schema)
+                    .await?;
+                Ok(json!(describe("Elicitation completed", &answer)))
+            }),
+    ));
+    tools.push(Arc::new(
+        tool("test_slow", "Waits the given number of seconds, reporting progress each second; for testing cancellation.")
+            .param(Parameter::new("seconds", ParamType::Number).description("How long to wait").required())
+            .handler(|args, ctx| async move {
+                let seconds = args["seconds"].as_f64().unwrap_or(1.0).clamp(0.0, 120.0);
+                let mut waited = 0.0;
+                while waited < seconds {
+                    ctx.check_cancelled()?;
+                    ctx.report_progress(waited, Some(seconds), None);
+                    let step = (seconds - waited).min(0.1);
+                    tokio::select! {
+                        () = ctx.cancellation().cancelled() => return Err(ToolError::cancelled()),
+                        () = tokio::time::sleep(Duration::from_secs_f64(step)) => {}
+                    }
+                    waited += step;
+                }
+                Ok(json!({ "waited": seconds }))
+            }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_confirmed_action",
+            "Pretends to change something; requires a person's confirmation before it runs.",
+        )
+        .effect(toolgate_core::Effect::Write)
+        .requires_confirmation(true)
+        .param(
+            Parameter::new("what", ParamType::String)
+                .description("What to change")
+                .required(),
+        )
+        .handler(|args, _| async move { Ok(json!({ "done": args["what"] })) }),
+    ));
+    tools.push(Arc::new(
+        tool("json_schema_2020_12_tool", "Takes a JSON Schema 2020-12 input with $defs, for testing schema fidelity.")
+            .input_schema(json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": { "address": { "type": "object", "properties": { "street": { "type": "string" }, "city": { "type": "string" } } } },
+                "properties": { "name": { "type": "string" }, "address": { "$ref": "#/$defs/address" } },
+                "additionalProperties": false
+            }))
+            .handler(|args, _| async move { Ok(json!(format!("Received: {args}"))) }),
+    ));
+    tools
+}
+
+fn describe(prefix: &str, answer: &ElicitAnswer) -> String {
+    match answer {
+        ElicitAnswer::Accept(content) => {
+            format!(
+                "{prefix}: action=accept, content={}",
+                Value::Object(content.clone())
+            )
+        }
+        ElicitAnswer::Decline => format!("{prefix}: action=decline"),
+        ElicitAnswer::Cancel => format!("{prefix}: action=cancel"),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let arg = std::env::args()
+        .nth(1)
+        .ok_or("usage: conformance PORT | conformance --stdio")?;
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(
+        &DbUrl::Sqlite(dir.path().join("conformance.db")),
+        &StoreOptions::default(),
+    )
+    .await?;
+    let registry = Arc::new(Registry::new());
+    registry.register_all(toolgate_builtins::builtin_tools(dir.path())?, true)?;
+    registry.register_all(tools(), false)?;
+    let gateway = Gateway::new(registry, store, GatewayOptions::default())?;
+    let shutdown = toolgate_core::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    if arg == "--stdio" {
+        gateway.serve_stdio(shutdown).await?;
+        return Ok(());
+    }
+    let port: u16 = arg
+        .parse()
+        .map_err(|e| format!("PORT must be a number: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    eprintln!("conformance fixtures: MCP at http://127.0.0.1:{port}/mcp");
+    gateway.serve_http(listener, shutdown).await?;
+    Ok(())
+}
