@@ -272,7 +272,6 @@ impl Gateway {
         let app = self
             .router()
             .into_make_service_with_connect_info::<SocketAddr>();
-        let streams = self.close_streams.clone();
         // Replies go out in several small writes; without TCP_NODELAY, Nagle's algorithm holds
         // each call's last write for the peer's delayed ACK (~40 ms per call).
         let listener = listener.tap_io(|tcp| {
@@ -280,8 +279,12 @@ impl Gateway {
                 tracing::debug!(error = %e, "could not set TCP_NODELAY");
             }
         });
+        // On the signal the listener stops accepting and connections close once their current
+        // request is answered; long-lived streams (MCP sessions, /v1/events) end when `drain`
+        // closes them, after every call has finished or been cancelled.
+        let stop_accepting = shutdown.clone();
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            streams.cancelled().await;
+            stop_accepting.cancelled().await;
         });
         let gateway = Arc::clone(&self);
         let drain = async move {

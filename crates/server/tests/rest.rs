@@ -1065,6 +1065,12 @@ async fn shutdown_during_a_call(grace: Duration, seconds: f64) -> (Value, Durati
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = std::time::Instant::now();
     shutdown.cancel();
+    // No new connections once shutdown has begun.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the listener still accepts during shutdown"
+    );
     let response = call.await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), server)
         .await
