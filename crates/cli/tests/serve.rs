@@ -158,3 +158,68 @@ fn serve_stdio_speaks_only_mcp_on_stdout() {
     );
     assert_eq!(lines[2]["error"]["code"], -32602);
 }
+
+#[test]
+fn mcp_tools_list_pages_with_a_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    for i in 0..150 {
+        std::fs::write(
+            tools.join(format!("t{i:03}.toml")),
+            format!(
+                "name = \"paged_tool_{i:03}\"\ndescription = \"Tool number {i}, defined to test tools/list pagination.\"\ncategory = \"knowledge\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    let mut child = toolgate(dir.path())
+        .args(["--tools-dir", tools.to_str().unwrap(), "serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut request = |line: String| -> serde_json::Value {
+        writeln!(stdin, "{line}").unwrap();
+        let mut reply = String::new();
+        stdout.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap()
+    };
+    request(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned());
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let params = match &cursor {
+            Some(c) => serde_json::json!({ "cursor": c }),
+            None => serde_json::json!({}),
+        };
+        let reply = request(
+            serde_json::json!({"jsonrpc": "2.0", "id": 10 + pages, "method": "tools/list", "params": params}).to_string(),
+        );
+        pages += 1;
+        let result = &reply["result"];
+        for tool in result["tools"].as_array().unwrap() {
+            names.push(tool["name"].as_str().unwrap().to_owned());
+        }
+        match result["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 2, "155 tools in pages of 100");
+    assert_eq!(names.len(), 155);
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 155, "no tool listed twice");
+    let bad = request(
+        r#"{"jsonrpc":"2.0","id":99,"method":"tools/list","params":{"cursor":"bogus"}}"#.to_owned(),
+    );
+    assert_eq!(bad["error"]["code"], -32602);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
