@@ -831,17 +831,6 @@ async fn dns_rebinding_and_body_limits() {
         ..Default::default()
     })
     .await;
-    let r = h
-        .send_with(
-            Method::GET,
-            "/v1/tools",
-            None,
-            None,
-            &[("host", "evil.example.com")],
-        )
-        .await;
-    // `host` was set twice; the router sees the first. Build the request by hand instead.
-    let _ = r;
     for (host, origin, want) in [
         ("evil.example.com", None, StatusCode::FORBIDDEN),
         (
