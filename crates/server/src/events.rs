@@ -1,13 +1,13 @@
-//! The event hub behind `GET /v1/events`: definition events read from the store (so changes
-//! made by the CLI or another instance appear too) and a summary of every finished call.
+//! The event hub behind `GET /v1/events`: definition events read from the store by the registry
+//! sync (so changes made by the CLI or another instance appear too) and a summary of every
+//! finished call.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::RecvError;
-use toolgate_core::{BoxFuture, CallObserver, CallRecord, CancellationToken};
-use toolgate_store::{SYNC_INTERVAL, Store};
+use toolgate_core::{BoxFuture, CallObserver, CallRecord};
+use toolgate_store::StoredEvent;
 
 /// How many events a slow SSE client may fall behind before it misses some.
 const BACKLOG: usize = 1024;
@@ -49,51 +49,16 @@ impl EventHub {
         let _ = self.sender.send(event);
     }
 
-    /// Follows the store's definition events after `after_id` until `stop` fires: on every
-    /// in-process or NOTIFY'd event at once, and every second for other processes.
-    pub fn follow_store(
-        &self,
-        store: Store,
-        after_id: i64,
-        stop: CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
-        let hub = self.clone();
-        let mut wake = store.subscribe();
-        tokio::spawn(async move {
-            let mut last = after_id;
-            loop {
-                loop {
-                    match store.events(last, 500).await {
-                        Ok(batch) if !batch.is_empty() => {
-                            for event in batch {
-                                last = event.id;
-                                let tool = event.tool.clone();
-                                let data = serde_json::to_value(&event).unwrap_or(Value::Null);
-                                hub.publish(HubEvent {
-                                    name: "definition",
-                                    tool,
-                                    data: Arc::new(data),
-                                });
-                            }
-                        }
-                        Ok(_) => break,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "event hub could not read events");
-                            break;
-                        }
-                    }
-                }
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    received = wake.recv() => {
-                        if matches!(received, Err(RecvError::Closed)) {
-                            wake = store.subscribe();
-                        }
-                    }
-                    () = tokio::time::sleep(SYNC_INTERVAL) => {}
-                }
-            }
-        })
+    /// Publishes a definition event read from the store (see [`crate::Gateway::start_sync`]).
+    pub fn publish_definition(&self, event: &StoredEvent) {
+        if self.sender.receiver_count() == 0 {
+            return;
+        }
+        self.publish(HubEvent {
+            name: "definition",
+            tool: event.tool.clone(),
+            data: Arc::new(serde_json::to_value(event).unwrap_or(Value::Null)),
+        });
     }
 }
 

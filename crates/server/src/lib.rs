@@ -268,7 +268,7 @@ impl Gateway {
             ServerError::Internal(format!("Cannot read the listening address: {e}"))
         })?;
         check_binding(local, &self.auth)?;
-        self.start_background().await?;
+        self.start_sync().await?;
         let app = self
             .router()
             .into_make_service_with_connect_info::<SocketAddr>();
@@ -300,22 +300,24 @@ impl Gateway {
         self: Arc<Self>,
         shutdown: CancellationToken,
     ) -> Result<(), ServerError> {
-        self.start_background().await?;
+        self.start_sync().await?;
         let result = mcp::serve_stdio(Arc::clone(&self), shutdown.clone()).await;
         self.drain().await;
         result
     }
 
-    /// Registry sync and the event hub's store follower; both stop when streams close.
-    async fn start_background(&self) -> Result<i64, ServerError> {
+    /// Loads stored definitions and starts the one store follower: it keeps the registry in
+    /// step (changes from the CLI or other instances) and feeds definition events to the event
+    /// hub; it stops when streams close. `serve_http` and `serve_stdio` call it.
+    pub async fn start_sync(&self) -> Result<i64, ServerError> {
         let last = self.store.load_into(&self.registry).await?;
-        self.store.keep_in_sync(
+        let hub = self.hub.clone();
+        self.store.keep_in_sync_with(
             Arc::clone(&self.registry),
             last,
             self.close_streams.child_token(),
+            move |event| hub.publish_definition(event),
         );
-        self.hub
-            .follow_store(self.store.clone(), last, self.close_streams.child_token());
         Ok(last)
     }
 }

@@ -971,10 +971,8 @@ async fn events_stream_definition_and_call_events() {
     use http_body_util::BodyExt;
     let h = Harness::new(Vec::new()).await;
     let gw = h.gw.clone();
-    // The hub follows the store as `serve_http` would.
-    let stop = toolgate_core::CancellationToken::new();
-    gw.events()
-        .follow_store(gw.store().clone(), 0, stop.clone());
+    // The store follower feeds the hub, as `serve_http` starts it.
+    gw.start_sync().await.unwrap();
     let req = axum::http::Request::builder()
         .uri("/v1/events")
         .header("host", "localhost")
@@ -1018,7 +1016,6 @@ async fn events_stream_definition_and_call_events() {
     assert!(seen.contains("\"kind\":\"created\""), "{seen}");
     assert!(seen.contains("\"tool\":\"evented\""), "{seen}");
     assert!(seen.contains("\"tool\":\"calculator\""), "{seen}");
-    stop.cancel();
 }
 
 /// Sends one HTTP/1.1 request over a fresh connection and returns the response body.

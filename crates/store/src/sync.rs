@@ -10,7 +10,7 @@ use toolgate_core::{CancellationToken, CoreError, Registry};
 
 use crate::Store;
 use crate::error::StoreError;
-use crate::events::EventKind;
+use crate::events::{EventKind, StoredEvent};
 
 /// How often the sync task catches up by event id even without a notification (SQLite has no
 /// cross-process notifications; PostgreSQL's may be missed while reconnecting).
@@ -50,12 +50,24 @@ impl Store {
         after_id: i64,
         stop: CancellationToken,
     ) -> JoinHandle<()> {
+        self.keep_in_sync_with(registry, after_id, stop, |_| {})
+    }
+
+    /// [`Store::keep_in_sync`], also handing every event, once applied, to `on_event` (a
+    /// server's event stream, say), so one follower serves both.
+    pub fn keep_in_sync_with(
+        &self,
+        registry: Arc<Registry>,
+        after_id: i64,
+        stop: CancellationToken,
+        on_event: impl Fn(&StoredEvent) + Send + Sync + 'static,
+    ) -> JoinHandle<()> {
         let store = self.clone();
         let mut events = store.subscribe();
         tokio::spawn(async move {
             let mut last = after_id;
             loop {
-                match store.apply_events(&registry, last).await {
+                match store.apply_events(&registry, last, &on_event).await {
                     Ok(newest) => last = newest,
                     Err(e) => tracing::warn!(error = %e, "registry sync could not read events"),
                 }
@@ -73,7 +85,12 @@ impl Store {
     }
 
     /// Applies the events after `after_id`; returns the newest id seen.
-    async fn apply_events(&self, registry: &Registry, after_id: i64) -> Result<i64, StoreError> {
+    async fn apply_events(
+        &self,
+        registry: &Registry,
+        after_id: i64,
+        on_event: &(impl Fn(&StoredEvent) + Sync),
+    ) -> Result<i64, StoreError> {
         let mut last = after_id;
         loop {
             let batch = self.events(last, 500).await?;
@@ -95,6 +112,7 @@ impl Store {
                     },
                     EventKind::Validated => {}
                 }
+                on_event(event);
             }
             last = newest;
         }
