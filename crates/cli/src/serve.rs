@@ -29,7 +29,6 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
             .max_body_bytes
             .unwrap_or(DEFAULT_MAX_BODY_BYTES),
         grace: Duration::from_secs(args.grace),
-        data_location: app.store.url().to_string(),
     };
     let gateway = Gateway::new(Arc::clone(&app.registry), app.store.clone(), options)
         .map_err(|e| anyhow::anyhow!("{e}"))?;

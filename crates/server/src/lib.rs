@@ -53,8 +53,6 @@ pub struct GatewayOptions {
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
     pub grace: Duration,
-    /// Where the data lives, for the banner and `/healthz`.
-    pub data_location: String,
 }
 
 impl Default for GatewayOptions {
@@ -67,7 +65,6 @@ impl Default for GatewayOptions {
             allowed_origins: Vec::new(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             grace: DEFAULT_GRACE,
-            data_location: String::new(),
         }
     }
 }

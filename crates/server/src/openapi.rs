@@ -231,19 +231,10 @@ fn schemas() -> Value {
             list.push(json!(key));
         }
     }
-    let error_kinds = json!([
-        "not_found",
-        "validation",
-        "authorization",
-        "confirmation_required",
-        "rejected",
-        "timeout",
-        "cancelled",
-        "execution",
-        "output_invalid",
-        "rate_limited",
-        "unavailable"
-    ]);
+    let error_kinds: Vec<&str> = toolgate_core::ErrorKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
     json!({
         "Error": {
             "type": "object", "required": ["error"],
