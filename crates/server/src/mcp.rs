@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
     CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Tool as McpTool,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -302,42 +302,50 @@ fn mcp_tool(spec: &toolgate_core::ToolSpec) -> Result<McpTool, McpError> {
 /// The envelope as an MCP call result: data as structured content and as text, attached
 /// content blocks, and every failure as `isError` with the envelope's message.
 pub(crate) fn call_result(result: &ToolResult) -> CallToolResult {
-    let mut meta = json!({ "callId": result.call_id, "fetchedAt": result.fetched_at_string() });
-    let mut body = match &result.outcome {
+    // Built from rmcp's types directly: this runs for every call.
+    let mut meta = Map::with_capacity(4);
+    meta.insert("callId".into(), json!(result.call_id));
+    meta.insert("fetchedAt".into(), json!(result.fetched_at_string()));
+    let mut out = match &result.outcome {
         Outcome::Data(data) => {
-            let mut content: Vec<Value> = Vec::with_capacity(result.content.len() + 1);
+            let mut content = Vec::with_capacity(result.content.len() + 1);
             match data {
                 Value::Null if !result.content.is_empty() => {}
-                Value::String(text) => content.push(json!({ "type": "text", "text": text })),
-                other => content.push(json!({ "type": "text", "text": other.to_string() })),
+                Value::String(text) => content.push(ContentBlock::text(text.clone())),
+                other => content.push(ContentBlock::text(other.to_string())),
             }
             for block in &result.content {
-                content.push(serde_json::to_value(block).unwrap_or(Value::Null));
+                match serde_json::to_value(block).and_then(serde_json::from_value) {
+                    Ok(block) => content.push(block),
+                    Err(e) => {
+                        tracing::error!(error = %e, "a content block did not fit MCP");
+                        content.push(ContentBlock::text(format!(
+                            "toolgate could not express a content block over MCP: {e}"
+                        )));
+                    }
+                }
             }
-            let mut body = json!({ "content": content, "isError": false });
+            let mut out = CallToolResult::success(content);
             if data.is_object() {
-                body["structuredContent"] = data.clone();
+                out.structured_content = Some(data.clone());
             }
             if result.truncated {
-                meta["truncated"] = json!(true);
+                meta.insert("truncated".into(), json!(true));
             }
             if let Some(r) = &result.output_ref {
-                meta["outputRef"] = json!(r);
+                meta.insert("outputRef".into(), json!(r));
             }
-            body
+            out
         }
         Outcome::Error { kind, message } => {
-            meta["errorKind"] = json!(kind);
-            json!({ "content": [{ "type": "text", "text": message }], "isError": true })
+            meta.insert("errorKind".into(), json!(kind));
+            CallToolResult::error(vec![ContentBlock::text(message.clone())])
         }
     };
-    body["_meta"] = json!({ RESULT_META_KEY: meta });
-    serde_json::from_value(body).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "a call result did not fit MCP");
-        CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-            "toolgate could not express the result over MCP: {e}"
-        ))])
-    })
+    let mut wrapper = Map::with_capacity(1);
+    wrapper.insert(RESULT_META_KEY.into(), Value::Object(meta));
+    out.meta = Some(MetaObject(wrapper));
+    out
 }
 
 /// A message for the client, sent in order by the call's forwarder.
