@@ -44,6 +44,9 @@ cargo test --workspace --doc --quiet
 step "example: three ways to define a tool"
 cargo run --quiet -p toolgate-examples --example three_ways >/dev/null
 
+step "example: seed 002's product context tools (factory pattern over SQLite)"
+cargo run --quiet -p toolgate-examples --example product_context >/dev/null
+
 step "benchmarks compile and run once (cargo bench -- --test)"
 cargo bench --quiet --workspace -- --test >/dev/null
 

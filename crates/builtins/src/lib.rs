@@ -1,8 +1,10 @@
-//! toolgate's built-in tools: `calculator` and the jailed file tools `read_file`, `write_file`,
-//! `list_directory` and `delete_file` (seed 001's contracts).
+//! toolgate's built-in tools — `calculator`, the jailed file tools `read_file`, `write_file`,
+//! `list_directory` and `delete_file`, the web tools `web_search`, `wikipedia` and
+//! `web_scraper` (seed 001's contracts), `todo_manager` and `validate_output` (seed 002's) —
+//! and the declarative `http` run kind ([`HttpKind`]).
 //!
 //! ```no_run
-//! use std::path::Path;
+//! use std::path::{Path, PathBuf};
 //! let tools = toolgate_builtins::builtin_tools(Path::new(".")).unwrap();
 //! assert_eq!(tools.len(), toolgate_builtins::BUILTIN_NAMES.len());
 //! ```
@@ -17,9 +19,13 @@ mod calculator;
 mod error;
 mod expr;
 mod files;
+mod http;
 mod jail;
+mod todo;
+mod validate_output;
+mod web;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use toolgate_core::Tool;
@@ -32,7 +38,24 @@ pub use files::{
     ListDirectory, MAX_FILE_BYTES, MAX_LIST_ENTRIES, READ_ENCODINGS, READ_FILE,
     READ_FILE_DESCRIPTION, ReadFile, WRITE_FILE, WRITE_FILE_DESCRIPTION, WriteFile,
 };
+pub use http::{HTTP_KIND, HttpKind};
 pub use jail::{Jail, MAX_PATH_BYTES, MAX_PATH_DEPTH};
+pub use todo::{
+    DEFAULT_PLAN_ID, ItemStatus, MAX_ITEM_CONTENT_CHARS, MAX_ITEM_ID_CHARS, MAX_PLAN_ITEMS,
+    MemoryPlanStore, PlanEdit, PlanItem, PlanStore, TODO_MANAGER, TODO_MANAGER_DESCRIPTION,
+    TODO_PERMISSION, TodoManager,
+};
+pub use validate_output::{
+    DOMAIN_MAP_DEFINITION, MAX_OUTPUT_TYPE_NAME, OutputReport, OutputType, OutputTypeError,
+    OutputTypes, VALIDATE_OUTPUT, ValidateOutput,
+};
+pub use web::{
+    DEFAULT_MAX_RESPONSE_BYTES, ENV_SEARCH_API_KEY, ENV_SEARCH_BASE_URL, ENV_SEARCH_CX,
+    ENV_SEARCH_ENGINE, ENV_WIKIPEDIA_BASE_URL, MAX_SEARCH_RESULTS, ParseSearchEngineError,
+    SearchConfig, SearchEngine, WEB_SCRAPER, WEB_SCRAPER_DESCRIPTION, WEB_SEARCH,
+    WEB_SEARCH_DESCRIPTION, WEB_USER_AGENT, WIKIPEDIA, WIKIPEDIA_DESCRIPTION, WebScraper,
+    WebSearch, Wikipedia, WikipediaConfig,
+};
 
 /// The names of the built-in tools, in the order [`builtin_tools`] returns them.
 pub const BUILTIN_NAMES: &[&str] = &[
@@ -41,14 +64,65 @@ pub const BUILTIN_NAMES: &[&str] = &[
     WRITE_FILE,
     LIST_DIRECTORY,
     DELETE_FILE,
+    WEB_SEARCH,
+    WIKIPEDIA,
+    WEB_SCRAPER,
+    TODO_MANAGER,
+    VALIDATE_OUTPUT,
 ];
 
-/// Every built-in tool, the file tools confined to `root` (which must be an existing directory;
-/// it is canonicalized once, here).
+/// What the built-in tools need besides code: the file tools' root, the search engine and
+/// Wikipedia settings, where todo plans live and the output types `validate_output` knows.
+#[derive(Clone)]
+pub struct BuiltinOptions {
+    /// The directory the file tools are jailed to (must exist; canonicalized once).
+    pub root: PathBuf,
+    pub search: SearchConfig,
+    pub wikipedia: WikipediaConfig,
+    pub plans: Arc<dyn PlanStore>,
+    pub output_types: Arc<OutputTypes>,
+}
+
+impl BuiltinOptions {
+    /// Defaults for `root`: search and Wikipedia settings from the environment, plans in
+    /// memory, the default output types (`domain_map`).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            search: SearchConfig::default().with_env(),
+            wikipedia: WikipediaConfig::default().with_env(),
+            plans: Arc::new(MemoryPlanStore::new()),
+            output_types: Arc::new(OutputTypes::with_defaults()),
+        }
+    }
+}
+
+impl std::fmt::Debug for BuiltinOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltinOptions")
+            .field("root", &self.root)
+            .field("search", &self.search)
+            .field("wikipedia", &self.wikipedia)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every built-in tool with [`BuiltinOptions::new`]: the file tools confined to `root` (which
+/// must be an existing directory; it is canonicalized once, here).
 pub fn builtin_tools(root: &Path) -> Result<Vec<Arc<dyn Tool>>, BuiltinError> {
-    let jail = Arc::new(Jail::new(root)?);
+    builtin_tools_with(BuiltinOptions::new(root))
+}
+
+/// Every built-in tool, in [`BUILTIN_NAMES`] order.
+pub fn builtin_tools_with(options: BuiltinOptions) -> Result<Vec<Arc<dyn Tool>>, BuiltinError> {
+    let jail = Arc::new(Jail::new(&options.root)?);
     let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Calculator::new())];
     tools.extend(file_tools(jail));
+    tools.push(Arc::new(WebSearch::new(options.search)));
+    tools.push(Arc::new(Wikipedia::new(options.wikipedia)));
+    tools.push(Arc::new(WebScraper::new()));
+    tools.push(Arc::new(TodoManager::new(options.plans)));
+    tools.push(Arc::new(ValidateOutput::new(options.output_types)));
     Ok(tools)
 }
 

@@ -9,10 +9,13 @@ use toolgate_core::{
     ToolDefinition, ToolSpec, ValidationReport,
 };
 
+use toolgate_builtins::{BuiltinOptions, OutputTypes};
+use toolgate_net::PolicyClient;
 use toolgate_store::{AuditObserver, AuditStage, DbUrl, Plan, Store, StoreOptions};
 
 use crate::cli::GlobalArgs;
 use crate::config::Config;
+use crate::plans::StorePlans;
 
 /// Everything a command needs.
 pub struct App {
@@ -20,6 +23,8 @@ pub struct App {
     pub registry: Arc<Registry>,
     pub store: Store,
     pub plan: Plan,
+    /// The client every tool's outbound request goes through (the `[network]` policy).
+    pub http: Arc<PolicyClient>,
 }
 
 /// One definition file and what became of it.
@@ -63,7 +68,24 @@ impl App {
             .await
             .map_err(anyhow::Error::msg)?;
         let registry = Arc::new(Registry::with_max_isolation(plan.max_isolation));
-        let builtins = toolgate_builtins::builtin_tools(&root)
+        // Declarative `http` definitions (stored or in the tools directory) get their handlers.
+        registry.add_run_kind(Arc::new(toolgate_builtins::HttpKind::new()));
+        let http = PolicyClient::new(config.network.clone().with_env())
+            .context("Cannot set up the HTTP client for network tools")?;
+        let mut output_types = OutputTypes::with_defaults();
+        for (name, path) in &config.output_types {
+            output_types.load_file(name, path).with_context(|| {
+                format!("Invalid output type {name:?} in the config file's [output_types]")
+            })?;
+        }
+        let options = BuiltinOptions {
+            root: root.clone(),
+            search: config.search.clone().with_env(),
+            wikipedia: config.wikipedia.clone().with_env(),
+            plans: Arc::new(StorePlans(store.clone())),
+            output_types: Arc::new(output_types),
+        };
+        let builtins = toolgate_builtins::builtin_tools_with(options)
             .with_context(|| format!("Cannot use {} as the file tools' root", root.display()))?;
         registry
             .register_all(builtins, true)
@@ -93,6 +115,7 @@ impl App {
             registry,
             store,
             plan,
+            http: Arc::new(http),
         };
         if let Some(dir) = global
             .tools_dir
@@ -129,6 +152,7 @@ impl App {
             builder = builder.stage(Arc::new(RateLimitStage::new(limit)));
         }
         builder
+            .http_client(self.http.clone())
             .stage(Arc::new(AuditStage::new(self.store.clone())))
             .observer(Arc::new(AuditObserver::new(self.store.clone())))
             .build()

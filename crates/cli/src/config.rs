@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
+use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
+use toolgate_net::NetPolicy;
 use toolgate_server::{PrincipalEntry, parse_token_hash};
 use toolgate_store::Plan;
 
@@ -26,6 +28,20 @@ pub struct Config {
     /// `[server]`: who may reach `toolgate serve` besides loopback clients.
     #[serde(default)]
     pub server: ServerConfig,
+    /// `[network]`: the policy every outbound request of a tool obeys.
+    #[serde(default)]
+    pub network: NetPolicy,
+    /// `[search]`: web_search's engine, key, Google engine id and base URL (the
+    /// `TOOLGATE_SEARCH_*` environment variables override these).
+    #[serde(default)]
+    pub search: SearchConfig,
+    /// `[wikipedia]`: `base_url` standing in for `https://{lang}.wikipedia.org`.
+    #[serde(default)]
+    pub wikipedia: WikipediaConfig,
+    /// `[output_types]`: name = path of an output-type JSON file for validate_output (relative to
+    /// the config file), added to the built-in `domain_map`.
+    #[serde(default)]
+    pub output_types: BTreeMap<String, PathBuf>,
 }
 
 /// `[server]` settings of `toolgate serve`.
@@ -95,6 +111,9 @@ impl Config {
         let base = path.parent().unwrap_or(Path::new("."));
         config.root = config.root.map(|p| base.join(p));
         config.tools_dir = config.tools_dir.map(|p| base.join(p));
+        for path in config.output_types.values_mut() {
+            *path = base.join(&*path);
+        }
         if let Some(limit) = &config.rate_limit {
             RateLimit::new(limit.burst, limit.per_second).map_err(|e| {
                 anyhow::anyhow!("Invalid config file {}: [rate_limit] {e}", path.display())

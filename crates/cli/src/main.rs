@@ -7,6 +7,7 @@ mod call;
 mod cli;
 mod config;
 mod definitions;
+mod plans;
 mod serve;
 mod tools;
 

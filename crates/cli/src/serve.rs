@@ -30,7 +30,11 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
             .unwrap_or(DEFAULT_MAX_BODY_BYTES),
         grace: Duration::from_secs(args.grace),
     };
-    let gateway = Gateway::new(Arc::clone(&app.registry), app.store.clone(), options)
+    let http = app.http.clone();
+    let gateway =
+        Gateway::with_pipeline(Arc::clone(&app.registry), app.store.clone(), options, |b| {
+            b.http_client(http)
+        })
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone(), Arc::clone(&gateway), args.grace);

@@ -503,7 +503,7 @@ fn tools_list_filters() {
             .map(|t| t["name"].as_str().unwrap().to_owned())
             .collect()
     };
-    assert_eq!(names(&[]).len(), 6);
+    assert_eq!(names(&[]).len(), toolgate_builtins::BUILTIN_NAMES.len() + 1);
     assert_eq!(names(&["--category", "external_api"]), ["get_weather"]);
     assert_eq!(names(&["--effect", "delete"]), ["delete_file"]);
     assert_eq!(names(&["--consequence", "medium"]), ["write_file"]);
@@ -654,8 +654,8 @@ fn tools_dir_reports_bad_files_and_loads_the_rest() {
         .collect();
     assert_eq!(
         names.len(),
-        6,
-        "the five built-ins and get_weather: {names:?}"
+        toolgate_builtins::BUILTIN_NAMES.len() + 1,
+        "the built-ins and get_weather: {names:?}"
     );
     assert!(names.contains(&"get_weather"));
     assert!(run.stderr().contains("bad.toml"), "{}", run.stderr());

@@ -102,12 +102,46 @@ impl fmt::Debug for Extensions {
 }
 
 /// An outbound HTTP request made through the context's client.
+///
+/// Header values may carry secrets (API keys): clients never log them or put them in errors.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HttpRequest {
     pub method: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub body: Option<Vec<u8>>,
+    /// A tighter cap on the response body than the client's own (never a looser one).
+    pub max_response_bytes: Option<u64>,
+    /// A tighter time limit for the whole exchange than the client's own.
+    pub timeout: Option<std::time::Duration>,
+}
+
+impl HttpRequest {
+    /// A `GET` of `url`.
+    pub fn get(url: impl Into<String>) -> Self {
+        Self {
+            method: "GET".to_owned(),
+            url: url.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a header.
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+impl HttpResponse {
+    /// The first header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// The answer to an [`HttpRequest`].

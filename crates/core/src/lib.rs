@@ -11,6 +11,7 @@ pub mod limits;
 mod names;
 pub mod pipeline;
 pub mod registry;
+mod runkind;
 pub mod schema;
 mod spec;
 pub mod telemetry;
@@ -36,6 +37,7 @@ pub use pipeline::{
     PrincipalQuotaStage, PromptApproval, Quota, RateLimit, RateLimitStage, RetryPolicy, Stage,
 };
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
+pub use runkind::RunKind;
 pub use spec::{Limits, Resolved, ToolSpec, write_canonical};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{BoxFuture, FnTool, Tool, ToolBuilder, ToolOutput, schema_of};

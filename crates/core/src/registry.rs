@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use arc_swap::ArcSwap;
 use imbl::{HashMap as HashIndex, OrdMap};
@@ -15,6 +15,7 @@ use crate::definition::Isolation;
 use crate::definition::{Category, Consequence, Effect, ToolDefinition};
 use crate::error::CoreError;
 use crate::names::ToolName;
+use crate::runkind::RunKind;
 use crate::spec::ToolSpec;
 use crate::telemetry;
 use crate::tool::Tool;
@@ -304,6 +305,7 @@ pub struct Registry {
     writer: Mutex<()>,
     changes: watch::Sender<u64>,
     max_isolation: Isolation,
+    run_kinds: RwLock<Vec<Arc<dyn RunKind>>>,
 }
 
 impl Default for Registry {
@@ -340,7 +342,22 @@ impl Registry {
             writer: Mutex::new(()),
             changes: watch::channel(0).0,
             max_isolation: max,
+            run_kinds: RwLock::new(Vec::new()),
         }
+    }
+
+    /// Installs a run kind: from now on, definitions whose `run.kind` it implements are checked
+    /// by it when registered and run by the handler it builds. Install kinds before
+    /// registering definitions; definitions registered earlier keep what they had.
+    pub fn add_run_kind(&self, kind: Arc<dyn RunKind>) {
+        let mut kinds = self.run_kinds.write().unwrap_or_else(|p| p.into_inner());
+        kinds.retain(|k| k.kind() != kind.kind());
+        kinds.push(kind);
+    }
+
+    fn run_kind(&self, name: &str) -> Option<Arc<dyn RunKind>> {
+        let kinds = self.run_kinds.read().unwrap_or_else(|p| p.into_inner());
+        kinds.iter().find(|k| k.kind() == name).cloned()
     }
 
     /// The current state; cheap, never blocks.
@@ -586,9 +603,25 @@ impl Registry {
                 name: name.clone(),
                 report: Box::new(report),
             })?;
-            let handler = match (handler.clone(), existing) {
+            // A declarative definition whose run kind is installed gets its handler from it.
+            let prepared = match (handler, &def.run) {
+                (None, Some(run)) => match self.run_kind(&run.kind) {
+                    Some(kind) => Some(kind.prepare(def).map_err(|errors| CoreError::Invalid {
+                        name: name.clone(),
+                        report: Box::new(crate::validate::ValidationReport {
+                            errors,
+                            warnings: spec.warnings().to_vec(),
+                        }),
+                    })?),
+                    None => None,
+                },
+                _ => None,
+            };
+            let handler = match (handler.clone().or(prepared), existing) {
                 (Some(h), _) => Some(h),
-                (None, Some(e)) if replace => e.handler,
+                // A Rust implementation stays when its definition is replaced; a handler built
+                // from an earlier run section does not outlive it.
+                (None, Some(e)) if replace && e.spec.definition().run.is_none() => e.handler,
                 (None, _) => None,
             };
             let entry = RegisteredTool {

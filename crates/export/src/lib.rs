@@ -144,7 +144,9 @@ pub struct Export {
 /// Exports `specs`, in the order given, as one document in `format`.
 ///
 /// Fails on the first tool that cannot be expressed in the format, when a tool name appears
-/// twice, or when `options.strict` is set for a format without a strict mode.
+/// twice, or when `options.strict` is set for a format without a strict mode. With `strict`, a
+/// tool the strict subset cannot express is exported non-strict (OpenAI accepts both in one
+/// request) with a note at path `strict` saying why; [`export_one`] refuses it instead.
 pub fn export(
     specs: &[ToolSpec],
     format: ExportFormat,
@@ -158,7 +160,26 @@ pub fn export(
         if !seen.insert(spec.name().as_str()) {
             return Err(ExportError::DuplicateTool(spec.name().as_str().to_owned()));
         }
-        let (tool, mut tool_notes) = export_one(spec, format, options)?;
+        let (tool, mut tool_notes) = match export_one(spec, format, options) {
+            // OpenAI takes strict and non-strict functions side by side: a tool the strict
+            // subset cannot express goes in as it is written, with a note saying why.
+            Err(e) if options.strict && e.kind() == ExportErrorKind::Unsupported => {
+                let (tool, mut notes) = export_one(spec, format, &ExportOptions { strict: false })
+                    .map_err(|_| e.clone())?;
+                notes.insert(
+                    0,
+                    ExportNote {
+                        tool: spec.name().as_str().to_owned(),
+                        path: "strict".into(),
+                        message: format!(
+                            "Exported without strict mode (\"strict\": false), because {e}"
+                        ),
+                    },
+                );
+                (tool, notes)
+            }
+            other => other?,
+        };
         tools.push(tool);
         notes.append(&mut tool_notes);
     }

@@ -462,7 +462,18 @@ fn strict_failures_name_tool_path_and_keyword() {
     for (schema, message, keyword) in cases {
         let spec = common::raw("probe", schema);
         for format in [ExportFormat::OpenAi, ExportFormat::OpenAiResponses] {
-            let err = export(std::slice::from_ref(&spec), format, &STRICT).unwrap_err();
+            let err = export_one(&spec, format, &STRICT).unwrap_err();
+            // In a whole document, the tool goes in non-strict, with the reason as a note.
+            let doc = export(std::slice::from_ref(&spec), format, &STRICT).unwrap();
+            let tool = &doc.document[0];
+            let strict = tool.get("function").unwrap_or(tool)["strict"].clone();
+            assert_eq!(strict, false, "{format}");
+            assert_eq!(doc.notes[0].path, "strict");
+            assert!(
+                doc.notes[0].message.contains(message),
+                "{}",
+                doc.notes[0].message
+            );
             assert!(
                 err.to_string().starts_with(message),
                 "got: {err}\nwant: {message}"

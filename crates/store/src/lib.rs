@@ -56,6 +56,7 @@ mod events;
 mod pipeline;
 mod plan;
 mod sync;
+mod todo;
 mod url;
 
 use std::path::Path;
@@ -255,18 +256,41 @@ impl Store {
     }
 }
 
-fn migrations(backend: &str) -> Vec<Migration> {
-    let sql = match backend {
-        "sqlite" => include_str!("../migrations/sqlite/0001_initial.sql"),
-        _ => include_str!("../migrations/postgres/0001_initial.sql"),
+/// The migrations of one backend, oldest first: (version, description, script).
+macro_rules! scripts {
+    ($dir:literal) => {
+        [
+            (
+                1,
+                "initial",
+                include_str!(concat!($dir, "/0001_initial.sql")),
+            ),
+            (
+                2,
+                "todo_plans",
+                include_str!(concat!($dir, "/0002_todo_plans.sql")),
+            ),
+        ]
     };
-    vec![Migration::new(
-        1,
-        "initial".into(),
-        MigrationType::Simple,
-        sql.into_sql_str(),
-        false,
-    )]
+}
+
+fn migrations(backend: &str) -> Vec<Migration> {
+    let scripts = match backend {
+        "sqlite" => scripts!("../migrations/sqlite"),
+        _ => scripts!("../migrations/postgres"),
+    };
+    scripts
+        .into_iter()
+        .map(|(version, description, sql)| {
+            Migration::new(
+                version,
+                description.into(),
+                MigrationType::Simple,
+                sql.into_sql_str(),
+                false,
+            )
+        })
+        .collect()
 }
 
 async fn open_sqlite(url: &DbUrl, path: &Path) -> Result<SqlitePool, StoreError> {
