@@ -38,6 +38,9 @@ bash scripts/conformance.sh
 step "interop with the official Python MCP SDK (stdio and Streamable HTTP)"
 bash scripts/interop.sh
 
+step "approval crash campaign (short form; --long for the full run)"
+python3 scripts/approval-crash.py --short
+
 step "doc tests"
 cargo test --workspace --doc --quiet
 

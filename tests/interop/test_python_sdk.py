@@ -667,12 +667,15 @@ def test_confirmation_through_elicitation(server: Server, answer: str) -> None:
     run(body)
 
 
-def test_confirmation_without_elicitation_says_how_to_approve(server: Server) -> None:
+def test_confirmation_without_elicitation_waits_as_a_named_approval(server: Server) -> None:
     async def body() -> None:
         async with session_for(server) as (session, _):
             result = await session.call_tool("test_confirmed_action", {"what": "the thing"})
         assert result.is_error is True, result
         assert _error_kind(result) == "confirmation_required", result
-        assert "elicitation" in texts(result), texts(result)
+        approval = ((result.meta or {}).get("dev.toolgate/result") or {}).get("approvalId")
+        assert isinstance(approval, str) and approval.startswith("apr_"), result
+        assert approval in texts(result), texts(result)
+        assert f"/v1/approvals/{approval}/approve" in texts(result), texts(result)
 
     run(body)

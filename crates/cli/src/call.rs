@@ -7,9 +7,9 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 use toolgate_core::{
-    ApprovalHandler, AutoDeny, CallRequest, CancellationToken, PreApproved, PromptApproval,
-    ToolResult,
+    ApprovalHandler, CallRequest, CancellationToken, PreApproved, PromptApproval, ToolResult,
 };
+use toolgate_store::ApprovalStatus;
 
 use crate::app::App;
 use crate::cli::CallArgs;
@@ -23,14 +23,10 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
         Arc::new(PreApproved)
     } else if !reads_stdin && std::io::stdin().is_terminal() {
         Arc::new(PromptApproval::terminal())
-    } else if reads_stdin {
-        Arc::new(AutoDeny::new(
-            "standard input carried the arguments, so nobody can be asked; re-run with --yes to approve this call",
-        ))
     } else {
-        Arc::new(AutoDeny::new(
-            "no terminal to ask on; re-run with --yes to approve this call",
-        ))
+        // Nobody can answer here (no terminal, or standard input carried the arguments): the
+        // call waits as a durable approval.
+        crate::approvals::durable(app)
     };
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
@@ -43,14 +39,23 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
             }
         }
     });
-    let request = CallRequest::new(args.name.clone(), arguments)
+    let mut request = CallRequest::new(args.name.clone(), arguments)
         .principal(principal)
         .cancel_token(cancel)
         .approval(approval);
+    if let Some(key) = &args.idempotency_key {
+        request = request.idempotency_key(key.clone());
+    }
+    if let Some(reason) = &args.reason {
+        request = request.reason(reason.clone());
+    }
     let result = app.pipeline().call(request).await;
     // Read-only calls' audit entries are queued for a group commit; write them before exiting.
     if let Err(e) = app.store.flush_audit().await {
         eprintln!("warning: the call's audit entry could not be written: {e}");
+    }
+    if let Some(id) = &result.approval_id {
+        return pending(app, args, &result, id).await;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -63,6 +68,45 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The call became (or, with a repeated idempotency key, already is) approval `id`: say so and
+/// exit 3, or with --wait see it through; a repeated key whose call already ran prints that
+/// result.
+async fn pending(
+    app: &App,
+    args: &CallArgs,
+    result: &ToolResult,
+    id: &str,
+) -> anyhow::Result<ExitCode> {
+    let approval = app
+        .store
+        .approval(id)
+        .await
+        .map_err(anyhow::Error::msg)?
+        .ok_or_else(|| anyhow::anyhow!("Approval {id} vanished from the store"))?;
+    if approval.status != ApprovalStatus::Pending || args.wait {
+        if args.wait && !approval.status.is_final() {
+            return crate::approvals::wait_and_finish(app, id, args.json).await;
+        }
+        return crate::approvals::stored_result(&approval, args.json);
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(result)?)?;
+    } else {
+        writeln!(
+            out,
+            "{} needs approval: {id} is pending (expires {}).",
+            result.tool,
+            approval.expires_at.format("%Y-%m-%d %H:%M:%S UTC")
+        )?;
+        writeln!(
+            out,
+            "Approve it with `toolgate approvals approve {id}`, deny it with `toolgate approvals deny {id}`, or re-run with --wait."
+        )?;
+    }
+    Ok(ExitCode::from(crate::approvals::EXIT_PENDING))
 }
 
 /// `--args`: inline JSON, `@FILE`, or `-` for standard input. Must be a JSON object.

@@ -86,9 +86,16 @@ pub enum Command {
 
     /// Call a tool through the full pipeline and print its result (the envelope with --json).
     ///
-    /// Tools that require confirmation ask on the terminal; with no terminal they are refused
-    /// unless --yes pre-approves the call. Ctrl-C cancels a running call; a second Ctrl-C quits.
+    /// Tools that require confirmation ask on the terminal. With no terminal (or arguments on
+    /// standard input) the call becomes a durable approval: its id is printed and toolgate exits
+    /// 3; approve it with `toolgate approvals approve ID` (or REST, or the web UI), or pass
+    /// --wait to block until it is decided and print the final result. --yes pre-approves.
+    /// Ctrl-C cancels a running call; a second Ctrl-C quits.
     Call(CallArgs),
+
+    /// Durable approvals: calls waiting for a person's yes (list, show, approve, deny).
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
 
     /// The audit log: every call, newest first (`audit show`, `audit output`, `audit verify`).
     Audit(AuditArgs),
@@ -267,6 +274,62 @@ pub struct CallArgs {
     #[arg(long, value_name = "ID")]
     pub principal: Option<String>,
     /// Print the full result envelope as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// If the call needs an approval, wait for the decision and print the final result.
+    #[arg(long)]
+    pub wait: bool,
+    /// Why you want to run it (shown to the approver).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Repeating a call with the same key returns the same approval or result.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List approvals, newest first.
+    List(ApprovalsListArgs),
+    /// Show one approval: the call, its arguments (sensitive values redacted), status, result.
+    Show(ApprovalIdArgs),
+    /// Approve a pending call and run it now, once (permissions are checked again).
+    Approve(DecideArgs),
+    /// Deny a pending call; it will never run.
+    Deny(DecideArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsListArgs {
+    /// Only approvals with this status: pending, approved, denied, expired, running, executed,
+    /// indeterminate.
+    #[arg(long, value_name = "STATUS")]
+    pub status: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalIdArgs {
+    /// The approval id (apr_…).
+    pub id: String,
+    /// JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The approval id (apr_…).
+    pub id: String,
+    /// Why (kept with the decision).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Print the result envelope as JSON.
     #[arg(long)]
     pub json: bool,
 }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_net::NetPolicy;
-use toolgate_server::{PrincipalEntry, parse_token_hash};
+use toolgate_server::{PrincipalEntry, WebhookConfig, parse_token_hash};
 use toolgate_store::Plan;
 
 /// `toolgate.toml`.
@@ -42,6 +42,81 @@ pub struct Config {
     /// the config file), added to the built-in `domain_map`.
     #[serde(default)]
     pub output_types: BTreeMap<String, PathBuf>,
+    /// `[approvals]`: how long a call waits for a decision.
+    #[serde(default)]
+    pub approvals: ApprovalsConfig,
+}
+
+/// `[approvals]` settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    /// Seconds a pending approval waits before it expires (default 86400, one day).
+    pub ttl_seconds: Option<u64>,
+    /// `toolgate serve` POSTs every new pending approval here, signed (HMAC-SHA256).
+    pub webhook_url: Option<String>,
+    /// The NAME of the environment variable holding the webhook's signing secret (the secret
+    /// itself never goes in the config file).
+    pub webhook_secret_env: Option<String>,
+    /// Attempts of one delivery (default 5).
+    pub webhook_max_attempts: Option<u32>,
+}
+
+impl ApprovalsConfig {
+    /// The time-to-live of a new approval.
+    pub fn ttl(&self) -> std::time::Duration {
+        self.ttl_seconds.map_or(
+            toolgate_store::DEFAULT_APPROVAL_TTL,
+            std::time::Duration::from_secs,
+        )
+    }
+
+    /// The approval webhook, its secret read from the environment; `None` when no
+    /// `webhook_url` is configured.
+    pub fn webhook(&self) -> anyhow::Result<Option<WebhookConfig>> {
+        self.webhook_with_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`ApprovalsConfig::webhook`], reading variables through `var`.
+    pub fn webhook_with_vars(
+        &self,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Option<WebhookConfig>> {
+        let Some(url) = &self.webhook_url else {
+            if self.webhook_secret_env.is_some() || self.webhook_max_attempts.is_some() {
+                bail!(
+                    "[approvals] webhook_secret_env and webhook_max_attempts need webhook_url (where to POST new approvals)"
+                );
+            }
+            return Ok(None);
+        };
+        let Some(name) = self
+            .webhook_secret_env
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        else {
+            bail!(
+                "[approvals] webhook_url needs webhook_secret_env: the name of an environment variable holding the signing secret (for instance webhook_secret_env = \"TOOLGATE_WEBHOOK_SECRET\"); the secret itself does not go in the config file"
+            );
+        };
+        let Some(secret) = var(name).filter(|v| !v.is_empty()) else {
+            bail!(
+                "The approval webhook's secret is missing: the environment variable {name} (named by [approvals] webhook_secret_env) is unset or empty; set it to the secret shared with the receiver"
+            );
+        };
+        let mut config = WebhookConfig::new(url.clone(), secret);
+        if let Some(n) = self.webhook_max_attempts {
+            if n == 0 {
+                bail!("[approvals] webhook_max_attempts must be at least 1");
+            }
+            config.max_attempts = n;
+        }
+        config
+            .host()
+            .map_err(|e| anyhow::anyhow!("[approvals] {e}"))?;
+        Ok(Some(config))
+    }
 }
 
 /// `[server]` settings of `toolgate serve`.
@@ -189,5 +264,42 @@ impl Config {
                 "Unknown principal: {id} (define it under [principals.{id}] in the config file, with its grants)"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn approvals(text: &str) -> ApprovalsConfig {
+        toml::from_str::<Config>(text).unwrap().approvals
+    }
+
+    #[test]
+    fn the_webhook_secret_comes_from_the_named_variable() {
+        let c = approvals(
+            "[approvals]\nwebhook_url = \"https://hooks.example.com/tg\"\nwebhook_secret_env = \"TG_HOOK_SECRET\"\nwebhook_max_attempts = 3\n",
+        );
+        let vars = |v: Option<&'static str>| {
+            move |name: &str| v.filter(|_| name == "TG_HOOK_SECRET").map(str::to_owned)
+        };
+        let w = c.webhook_with_vars(vars(Some("s3cret"))).unwrap().unwrap();
+        assert_eq!((w.secret.as_str(), w.max_attempts), ("s3cret", 3));
+        for unset in [None, Some("")] {
+            let err = c.webhook_with_vars(vars(unset)).unwrap_err().to_string();
+            assert!(
+                err.contains("TG_HOOK_SECRET") && err.contains("unset or empty"),
+                "{err}"
+            );
+        }
+        assert!(approvals("").webhook_with_vars(|_| None).unwrap().is_none());
+        let no_env = approvals("[approvals]\nwebhook_url = \"https://h.example/x\"\n");
+        let err = no_env.webhook_with_vars(|_| None).unwrap_err().to_string();
+        assert!(err.contains("webhook_secret_env"), "{err}");
+        let bad =
+            approvals("[approvals]\nwebhook_url = \"h.example/x\"\nwebhook_secret_env = \"S\"\n");
+        assert!(bad.webhook_with_vars(|_| Some("x".into())).is_err());
+        assert!(toml::from_str::<Config>("[approvals]\nwebhook_secret = \"inline\"\n").is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! (0 success, 1 error result or invalid definition, 2 usage or configuration error).
 
 mod app;
+mod approvals;
 mod audit;
 mod call;
 mod cli;
@@ -87,6 +88,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Token => serve::token(),
         Command::Call(args) => call::run(&App::new(g).await?, args).await,
         Command::Audit(args) => audit::run(&App::new(g).await?, args).await,
+        Command::Approvals(cmd) => approvals::run(&App::new(g).await?, cmd).await,
     }
 }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
-use toolgate_server::{DEFAULT_MAX_BODY_BYTES, Gateway, GatewayOptions, check_binding};
+use toolgate_net::{NetPolicy, PolicyClient};
+use toolgate_server::{DEFAULT_MAX_BODY_BYTES, Gateway, GatewayOptions, Webhook, check_binding};
 
 use crate::app::App;
 use crate::cli::{GlobalArgs, ServeArgs};
@@ -17,6 +18,7 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
     // Installed before the registry is built, so its gauges are recorded from the start.
     toolgate_server::install_prometheus();
     let app = App::new(global).await?;
+    let webhook = approval_webhook(&app)?;
     let options = GatewayOptions {
         plan: app.plan.clone(),
         principals: app.config.principal_entries()?,
@@ -29,6 +31,8 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
             .max_body_bytes
             .unwrap_or(DEFAULT_MAX_BODY_BYTES),
         grace: Duration::from_secs(args.grace),
+        approval_ttl: app.config.approvals.ttl(),
+        webhook,
     };
     let http = app.http.clone();
     let gateway =
@@ -36,6 +40,18 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
             b.http_client(http)
         })
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Approved calls that never started run now (once); calls cut off mid-run by a crash are
+    // marked indeterminate and never re-run.
+    let recovered = gateway
+        .recover_approvals()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !recovered.indeterminate.is_empty() {
+        eprintln!(
+            "warning: {} approved call(s) were interrupted before their result was recorded and are marked indeterminate; see `toolgate approvals list --status indeterminate`",
+            recovered.indeterminate.len()
+        );
+    }
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone(), Arc::clone(&gateway), args.grace);
     let tools = app.registry.snapshot().len();
@@ -81,6 +97,26 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
     app.store.close().await;
     eprintln!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The approval webhook of `[approvals]`, if configured. Its client obeys `[network]` but may
+/// reach the webhook's own host on a private address (an intranet receiver is common), and no
+/// other private host.
+fn approval_webhook(app: &App) -> anyhow::Result<Option<Arc<Webhook>>> {
+    let Some(config) = app.config.approvals.webhook()? else {
+        return Ok(None);
+    };
+    let host = config
+        .host()
+        .map_err(|e| anyhow::anyhow!("[approvals] {e}"))?;
+    let policy = NetPolicy {
+        private_hosts: vec![host],
+        ..app.config.network.clone()
+    };
+    let client = PolicyClient::new(policy)
+        .context("Cannot set up the HTTP client for the approval webhook")?;
+    let webhook = Webhook::new(config, Arc::new(client)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Some(Arc::new(webhook)))
 }
 
 /// First SIGINT/SIGTERM: graceful shutdown. Second: quit at once.

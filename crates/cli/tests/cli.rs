@@ -273,27 +273,140 @@ fn arguments_from_a_file_and_from_stdin() {
 }
 
 #[test]
-fn confirmation_required_without_terminal_and_yes_approves() {
+fn without_a_terminal_a_call_waits_as_an_approval_and_yes_approves() {
     let sb = Sandbox::new();
     let args = r#"{"path": "out.txt", "content": "hi"}"#;
     let run = sb
         .run(&["call", "write_file", "--args", args, "--json"])
-        .expect(1);
+        .expect(3);
     let env = run.json();
     assert_eq!(env["errorKind"], "confirmation_required");
-    assert!(env["error"].as_str().unwrap().contains("--yes"));
+    let id = env["approvalId"].as_str().unwrap().to_owned();
+    assert!(env["error"].as_str().unwrap().contains(&id));
+    assert!(
+        env["error"]
+            .as_str()
+            .unwrap()
+            .contains("toolgate approvals approve")
+    );
     assert!(
         !sb.path().join("out.txt").exists(),
-        "refused call must not write"
+        "a pending call must not write"
     );
 
+    let run = sb.run(&["approvals", "list"]).expect(0);
+    assert!(run.stdout().contains(&id) && run.stdout().contains("pending"));
+    let run = sb.run(&["approvals", "show", &id]).expect(0);
+    assert!(run.stdout().contains("write_file"), "{}", run.stdout());
+
+    // Approving runs it, once, and prints its result.
     let run = sb
-        .run(&["call", "write_file", "--args", args, "--yes", "--json"])
+        .run(&["approvals", "approve", &id, "--reason", "fine", "--json"])
         .expect(0);
     assert_eq!(run.json()["data"]["bytesWritten"], 2);
     assert_eq!(
         std::fs::read_to_string(sb.path().join("out.txt")).unwrap(),
         "hi"
+    );
+    let run = sb.run(&["approvals", "approve", &id]).expect(1);
+    assert!(run.stderr().contains("is executed"), "{}", run.stderr());
+    let shown = sb
+        .run(&["approvals", "show", &id, "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(shown["status"], "executed");
+    assert_eq!(shown["decisionReason"], "fine");
+
+    // A denied call never runs.
+    let other = r#"{"path": "no.txt", "content": "x"}"#;
+    let env = sb
+        .run(&["call", "write_file", "--args", other, "--json"])
+        .expect(3)
+        .json();
+    let denied = env["approvalId"].as_str().unwrap().to_owned();
+    sb.run(&["approvals", "deny", &denied]).expect(0);
+    sb.run(&["approvals", "approve", &denied]).expect(1);
+    assert!(!sb.path().join("no.txt").exists());
+
+    // The same idempotency key: the same approval, then (once run) the same result.
+    let keyed = |extra: &[&str]| {
+        let mut all = vec![
+            "call",
+            "write_file",
+            "--args",
+            r#"{"path": "k.txt", "content": "k"}"#,
+            "--idempotency-key",
+            "job-7",
+            "--json",
+        ];
+        all.extend_from_slice(extra);
+        all.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let run_keyed = |extra: &[&str], code: i32| {
+        let owned = keyed(extra);
+        let refs: Vec<&str> = owned.iter().map(String::as_str).collect();
+        sb.run(&refs).expect(code)
+    };
+    let first = run_keyed(&[], 3).json()["approvalId"].clone();
+    let again = run_keyed(&[], 3).json()["approvalId"].clone();
+    assert_eq!(first, again);
+    sb.run(&["approvals", "approve", first.as_str().unwrap()])
+        .expect(0);
+    let replay = run_keyed(&[], 0).json();
+    assert_eq!(replay["data"]["bytesWritten"], 1);
+
+    // --yes still pre-approves on the spot.
+    let run = sb
+        .run(&["call", "write_file", "--args", args, "--yes", "--json"])
+        .expect(0);
+    assert_eq!(run.json()["data"]["bytesWritten"], 2);
+}
+
+#[test]
+fn call_wait_blocks_until_the_decision_and_prints_the_result() {
+    let sb = Sandbox::new();
+    let child = Command::new(BIN)
+        .args([
+            "call",
+            "write_file",
+            "--args",
+            r#"{"path": "w.txt", "content": "waited"}"#,
+            "--wait",
+            "--json",
+        ])
+        .current_dir(sb.path())
+        .env("TOOLGATE_DB", sb.db())
+        .env_remove("TOOLGATE_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Find the pending approval, approve it from another process.
+    let id = loop {
+        let listed = sb
+            .run(&["approvals", "list", "--status", "pending", "--json"])
+            .expect(0)
+            .json();
+        if let Some(id) = listed["approvals"][0]["id"].as_str() {
+            break id.to_owned();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    sb.run(&["approvals", "approve", &id, "--json"]).expect(0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let env: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(env["data"]["bytesWritten"], 6);
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("w.txt")).unwrap(),
+        "waited",
+        "written once"
     );
 }
 

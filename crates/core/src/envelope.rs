@@ -130,6 +130,8 @@ pub struct ToolResult {
     pub output_ref: Option<String>,
     /// Rich content blocks the tool attached (images, audio, resources); successes only.
     pub content: Vec<Content>,
+    /// The durable approval the call waits for (`confirmation_required` results only).
+    pub approval_id: Option<String>,
 }
 
 impl ToolResult {
@@ -193,6 +195,9 @@ impl Serialize for ToolResult {
         if !self.content.is_empty() {
             map.serialize_entry("content", &self.content)?;
         }
+        if let Some(id) = &self.approval_id {
+            map.serialize_entry("approvalId", id)?;
+        }
         map.end()
     }
 }
@@ -221,6 +226,8 @@ struct WireResult {
     output_ref: Option<String>,
     #[serde(default)]
     content: Vec<Content>,
+    #[serde(default)]
+    approval_id: Option<String>,
 }
 
 /// Distinguishes `"data": null` (present) from an absent `data` key.
@@ -257,6 +264,7 @@ impl<'de> Deserialize<'de> for ToolResult {
             truncated: w.truncated,
             output_ref: w.output_ref,
             content: w.content,
+            approval_id: w.approval_id,
         })
     }
 }

@@ -108,6 +108,8 @@ pub struct ToolError {
     kind: ErrorKind,
     message: String,
     retryable: bool,
+    /// The durable approval this call now waits for (`confirmation_required`).
+    approval_id: Option<String>,
 }
 
 impl ToolError {
@@ -117,7 +119,20 @@ impl ToolError {
             kind,
             message: message.into(),
             retryable: matches!(kind, ErrorKind::Unavailable | ErrorKind::RateLimited),
+            approval_id: None,
         }
+    }
+
+    /// Names the durable approval the call waits for (carried to the envelope's `approvalId`).
+    #[must_use]
+    pub fn with_approval(mut self, id: impl Into<String>) -> Self {
+        self.approval_id = Some(id.into());
+        self
+    }
+
+    /// The durable approval the call waits for, if any.
+    pub fn approval_id(&self) -> Option<&str> {
+        self.approval_id.as_deref()
     }
 
     /// The tool could not do its job (`execution`); not retried unless marked [`Self::retryable`].

@@ -32,6 +32,7 @@ fn result(outcome: Outcome) -> ToolResult {
         truncated: false,
         output_ref: None,
         content: Vec::new(),
+        approval_id: None,
     }
 }
 

@@ -63,6 +63,8 @@ pub fn parse_token_hash(hex: &str) -> Result<[u8; 32], String> {
 #[derive(Debug)]
 pub struct Auth {
     by_token: HashMap<[u8; 32], Arc<Caller>>,
+    /// Every configured principal by id (those without a token too).
+    by_id: HashMap<String, Arc<Caller>>,
     /// Set when no principal is configured (loopback only): everyone is this caller.
     open: Option<Arc<Caller>>,
 }
@@ -73,6 +75,7 @@ impl Auth {
         if principals.is_empty() {
             return Ok(Self {
                 by_token: HashMap::new(),
+                by_id: HashMap::new(),
                 open: Some(Arc::new(Caller {
                     principal: Arc::new(Principal::local()),
                     plan: default_plan.clone(),
@@ -80,14 +83,16 @@ impl Auth {
             });
         }
         let mut by_token = HashMap::new();
+        let mut by_id = HashMap::new();
         for entry in principals {
-            let Some(hash) = entry.token_sha256 else {
-                continue;
-            };
             let caller = Arc::new(Caller {
                 principal: Arc::new(entry.principal.clone()),
                 plan: entry.plan.clone(),
             });
+            by_id.insert(entry.principal.id.as_str().to_owned(), Arc::clone(&caller));
+            let Some(hash) = entry.token_sha256 else {
+                continue;
+            };
             if by_token.insert(hash, caller).is_some() {
                 return Err(ServerError::BadRequest(format!(
                     "Two principals share one token (principal {} repeats a token_sha256); give each principal its own token",
@@ -97,8 +102,19 @@ impl Auth {
         }
         Ok(Self {
             by_token,
+            by_id,
             open: None,
         })
+    }
+
+    /// The caller named `id` as configured now (the local principal in open local mode), for
+    /// running an approved call with the principal's current grants.
+    pub fn caller_by_id(&self, id: &str) -> Option<Arc<Caller>> {
+        match &self.open {
+            Some(open) if open.principal.id.as_str() == id => Some(Arc::clone(open)),
+            Some(_) => None,
+            None => self.by_id.get(id).cloned(),
+        }
     }
 
     /// Whether requests need a token.

@@ -15,7 +15,7 @@ const BACKLOG: usize = 1024;
 /// One event as sent to SSE clients: its SSE `event` name, the tool it concerns and its data.
 #[derive(Clone, Debug)]
 pub struct HubEvent {
-    /// `definition` or `call`.
+    /// `definition`, `call` or `approval`.
     pub name: &'static str,
     pub tool: String,
     pub data: Arc<Value>,
@@ -47,6 +47,11 @@ impl EventHub {
     fn publish(&self, event: HubEvent) {
         // No subscribers is fine.
         let _ = self.sender.send(event);
+    }
+
+    /// Publishes any event (used for `approval` events).
+    pub fn publish_event(&self, event: HubEvent) {
+        self.publish(event);
     }
 
     /// Publishes a definition event read from the store (see [`crate::Gateway::start_sync`]).

@@ -3,6 +3,7 @@
 //! bearer-token auth, per-principal quotas, an event stream, OpenAPI and Prometheus metrics.
 //! The only crate that knows HTTP and MCP wire types.
 
+mod approvals;
 mod auth;
 mod error;
 mod events;
@@ -10,6 +11,7 @@ mod mcp;
 mod metrics;
 mod openapi;
 mod rest;
+mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +32,10 @@ pub use events::{EventHub, HubEvent};
 pub use mcp::GOVERNANCE_META_KEY;
 pub use metrics::install_prometheus;
 pub use openapi::{ROUTES, openapi_document};
+pub use webhook::{
+    DEFAULT_WEBHOOK_FIRST_BACKOFF, DEFAULT_WEBHOOK_MAX_ATTEMPTS, DEFAULT_WEBHOOK_TIMEOUT, Delivery,
+    DeliveryStatus, WEBHOOK_EVENT, WEBHOOK_MAX_BACKOFF, Webhook, WebhookConfig, sign, verify,
+};
 
 /// Requests larger than this are refused with 413 (REST and MCP alike).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -53,6 +59,10 @@ pub struct GatewayOptions {
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
     pub grace: Duration,
+    /// How long a call that needs confirmation waits for a decision.
+    pub approval_ttl: Duration,
+    /// Where every new pending approval is announced (signed), if anywhere.
+    pub webhook: Option<Arc<Webhook>>,
 }
 
 impl Default for GatewayOptions {
@@ -65,6 +75,8 @@ impl Default for GatewayOptions {
             allowed_origins: Vec::new(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             grace: DEFAULT_GRACE,
+            approval_ttl: toolgate_store::DEFAULT_APPROVAL_TTL,
+            webhook: None,
         }
     }
 }
@@ -134,6 +146,12 @@ impl Gateway {
             builder = builder.stage(Arc::new(RateLimitStage::new(limit)));
         }
         builder = builder
+            .approval(approvals::durable(
+                store.clone(),
+                options.approval_ttl,
+                hub.clone(),
+                options.webhook.clone(),
+            ))
             .stage(Arc::new(AuditStage::new(store.clone())))
             .observer(Arc::new(AuditObserver::new(store.clone())))
             .observer(Arc::new(hub.clone()));
@@ -222,6 +240,7 @@ impl Gateway {
                     truncated: false,
                     output_ref: None,
                     content: Vec::new(),
+                    approval_id: None,
                 }
             }
         }

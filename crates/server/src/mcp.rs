@@ -25,9 +25,9 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use toolgate_core::{
-    ApprovalHandler, ApprovalRequest, AutoDeny, BoxFuture, CallRequest, CancellationToken,
-    ClientBridge, Decision, ElicitAnswer, LogLevel, Outcome, ProgressSink, SamplingReply,
-    SamplingRequest, ToolError, ToolResult,
+    ApprovalHandler, ApprovalRequest, BoxFuture, CallRequest, CancellationToken, ClientBridge,
+    Decision, ElicitAnswer, LogLevel, Outcome, ProgressSink, SamplingReply, SamplingRequest,
+    ToolError, ToolResult,
 };
 use toolgate_export::{ExportFormat, ExportOptions};
 
@@ -264,20 +264,15 @@ impl ServerHandler for McpHandler {
             session: Arc::clone(&self.session),
             progress: context.meta.get_progress_token(),
         });
-        let approval: Arc<dyn ApprovalHandler> = if bridge.can_elicit() {
-            Arc::new(ElicitApproval {
+        let mut call =
+            CallRequest::new(name, arguments).client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
+        // A client that can ask its user does; otherwise the call waits as a durable approval
+        // (the pipeline's default gate) and the result names it.
+        if bridge.can_elicit() {
+            call = call.approval(Arc::new(ElicitApproval {
                 bridge: Arc::clone(&bridge),
-            })
-        } else {
-            Arc::new(AutoDeny::new(
-                "this MCP client cannot ask its user (it did not declare the elicitation capability); \
-                 use a client that supports elicitation, or run the call where a person can approve it \
-                 (`toolgate call NAME --yes` in a terminal)",
-            ))
-        };
-        let mut call = CallRequest::new(name, arguments)
-            .client(Arc::clone(&bridge) as Arc<dyn ClientBridge>)
-            .approval(approval);
+            }));
+        }
         if bridge.progress.is_some() {
             call = call.progress(Arc::clone(&bridge) as Arc<dyn ProgressSink>);
         }
@@ -339,6 +334,9 @@ pub(crate) fn call_result(result: &ToolResult) -> CallToolResult {
         }
         Outcome::Error { kind, message } => {
             meta.insert("errorKind".into(), json!(kind));
+            if let Some(id) = &result.approval_id {
+                meta.insert("approvalId".into(), json!(id));
+            }
             CallToolResult::error(vec![ContentBlock::text(message.clone())])
         }
     };

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 /// Every (method, path) in the document, in the router's spelling.
-pub const ROUTES: [(&str, &str); 17] = [
+pub const ROUTES: [(&str, &str); 21] = [
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/metrics"),
@@ -17,6 +17,10 @@ pub const ROUTES: [(&str, &str); 17] = [
     ("delete", "/v1/tools/{name}"),
     ("get", "/v1/tools/{name}/history"),
     ("post", "/v1/tools/{name}/call"),
+    ("get", "/v1/approvals"),
+    ("get", "/v1/approvals/{id}"),
+    ("post", "/v1/approvals/{id}/approve"),
+    ("post", "/v1/approvals/{id}/deny"),
     ("get", "/v1/calls"),
     ("get", "/v1/calls/{callId}"),
     ("get", "/v1/calls/{callId}/output"),
@@ -42,7 +46,7 @@ fn errors(codes: &[&str]) -> Vec<(String, Value)> {
                 "401" => "Missing or invalid bearer token",
                 "403" => "Not allowed: missing permission, built-in tool, plan limit, or a Host/Origin that is not allowed",
                 "404" => "Not found (tools the caller may not see are reported exactly like missing ones)",
-                "409" => "Conflict: a tool with that name exists, or the tool is not stored",
+                "409" => "Conflict: a tool with that name exists, the tool is not stored, or an approval is no longer pending",
                 "413" => "Request body too large",
                 "422" => "The definition is invalid: every problem with its path",
                 _ => "Error",
@@ -72,6 +76,11 @@ fn op(
     o
 }
 
+fn with_response(mut operation: Value, code: &str, response: Value) -> Value {
+    operation["responses"][code] = response;
+    operation
+}
+
 fn path_param(name: &str, description: &str) -> Value {
     json!({ "name": name, "in": "path", "required": true, "description": description, "schema": { "type": "string" } })
 }
@@ -84,6 +93,7 @@ fn query_param(name: &str, description: &str, schema: Value) -> Value {
 pub fn openapi_document() -> Value {
     let name = path_param("name", "Tool name (snake_case)");
     let call_id = path_param("callId", "Call id (a UUID)");
+    let approval_id = path_param("id", "Approval id (apr_…)");
     let limit = query_param(
         "limit",
         "Page size (1–500, default 50)",
@@ -139,9 +149,22 @@ pub fn openapi_document() -> Value {
             },
             "/v1/tools/{name}/history": { "get": op("Every stored version of a tool", json!([name.clone()]), None,
                 ("200", json_body("History", "Versions, oldest first")), &["401", "404"]) },
-            "/v1/tools/{name}/call": { "post": op("Call a tool through the pipeline; every outcome is an envelope", json!([name]),
+            "/v1/tools/{name}/call": { "post": with_response(op("Call a tool through the pipeline; every outcome is an envelope", json!([name]),
                 Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("CallBody") } } })),
-                ("200", json_body("Envelope", "The result envelope (data or error, never both)")), &["400", "401", "413"]) },
+                ("200", json_body("Envelope", "The result envelope (data or error, never both); for a repeated idempotency key whose call already ran, that call's envelope")), &["400", "401", "409", "413"]),
+                "202", json_body("PendingCall", "The tool requires confirmation: the call waits as a durable approval (a repeated idempotency key gives the same one)")) },
+            "/v1/approvals": { "get": op("Durable approvals, newest first (the caller's own unless it holds toolgate.approvals.decide or toolgate.audit.read)", json!([
+                    query_param("status", "Only this status", json!({ "enum": ["pending", "approved", "denied", "expired", "running", "executed", "indeterminate"] })),
+                    query_param("limit", "At most this many (1–500, default 50)", json!({ "type": "integer", "minimum": 1, "maximum": 500 }))
+                ]), None, ("200", json_body("ApprovalsList", "The approvals")), &["400", "401"]) },
+            "/v1/approvals/{id}": { "get": op("One approval: the call, its redacted arguments, its status and, once run, its result", json!([approval_id.clone()]), None,
+                ("200", json_body("Approval", "The approval")), &["401", "404"]) },
+            "/v1/approvals/{id}/approve": { "post": op("Approve a pending call (needs toolgate.approvals.decide); it then runs once, with the caller's permissions checked again, and an `approval` event reports the result", json!([approval_id.clone()]),
+                Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("DecisionBody") } } })),
+                ("200", json_body("Approval", "The approval, now approved")), &["400", "401", "403", "404", "409"]) },
+            "/v1/approvals/{id}/deny": { "post": op("Deny a pending call (needs toolgate.approvals.decide); it will never run", json!([approval_id]),
+                Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("DecisionBody") } } })),
+                ("200", json_body("Approval", "The approval, now denied")), &["400", "401", "403", "404", "409"]) },
             "/v1/calls": { "get": op("Audited calls, newest first (the caller's own unless it holds toolgate.audit.read)", json!([
                     query_param("tool", "Only calls of this tool", json!({ "type": "string" })), limit, cursor
                 ]), None, ("200", json_body("CallsPage", "A page of calls")), &["400", "401"]) },
@@ -275,7 +298,36 @@ fn schemas() -> Value {
         },
         "CallBody": {
             "type": "object", "additionalProperties": false,
-            "properties": { "arguments": { "type": "object" }, "idempotencyKey": { "type": "string" } }
+            "properties": { "arguments": { "type": "object" }, "idempotencyKey": { "type": "string" }, "reason": { "type": "string" } }
+        },
+        "DecisionBody": {
+            "type": "object", "additionalProperties": false,
+            "properties": { "reason": { "type": "string" } }
+        },
+        "Approval": {
+            "type": "object",
+            "required": ["id", "callId", "tool", "definitionHash", "argumentsSha256", "arguments", "principal", "status", "createdAt", "expiresAt"],
+            "properties": {
+                "id": { "type": "string", "pattern": "^apr_[0-9a-f]{32}$" }, "callId": { "type": "string" }, "tool": { "type": "string" },
+                "definitionHash": { "type": "string" }, "argumentsSha256": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
+                "arguments": { "description": "The call's arguments, sensitive values redacted" },
+                "principal": { "type": "string" }, "reason": { "type": ["string", "null"] }, "idempotencyKey": { "type": ["string", "null"] },
+                "status": { "enum": ["pending", "approved", "denied", "expired", "running", "executed", "indeterminate"] },
+                "createdAt": { "type": "string" }, "expiresAt": { "type": "string" },
+                "decidedAt": { "type": ["string", "null"] }, "decidedBy": { "type": ["string", "null"] }, "decisionReason": { "type": ["string", "null"] },
+                "startedAt": { "type": ["string", "null"] }, "finishedAt": { "type": ["string", "null"] },
+                "result": { "description": "The call's result envelope once it ran" }
+            }
+        },
+        "ApprovalsList": {
+            "type": "object", "required": ["approvals"],
+            "properties": { "approvals": { "type": "array", "items": schema_ref("Approval") } }
+        },
+        "PendingCall": {
+            "type": "object", "required": ["approval", "result", "watch"],
+            "description": "202 of a call that waits for a person's yes",
+            "properties": { "approval": schema_ref("Approval"), "result": schema_ref("Envelope"),
+                "watch": { "type": "object", "required": ["approval", "events"], "properties": { "approval": { "type": "string" }, "events": { "type": "string" } } } }
         },
         "Envelope": {
             "type": "object", "required": ["tool", "callId", "fetchedAt", "input", "attempts", "durationMs"],
@@ -285,6 +337,7 @@ fn schemas() -> Value {
                 "input": {}, "data": {}, "error": { "type": "string" }, "errorKind": { "enum": error_kinds },
                 "attempts": { "type": "integer", "minimum": 0 }, "durationMs": { "type": "number", "minimum": 0 },
                 "truncated": { "const": true }, "outputRef": { "type": "string" },
+                "approvalId": { "type": "string", "description": "The durable approval a confirmation_required call waits for" },
                 "content": { "type": "array", "items": { "type": "object", "required": ["type"] } }
             },
             "oneOf": [

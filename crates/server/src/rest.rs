@@ -21,7 +21,7 @@ use toolgate_core::{
     ToolDefinition, ToolSpec,
 };
 use toolgate_export::{ExportFormat, ExportOptions};
-use toolgate_store::AuditQuery;
+use toolgate_store::{Approval, ApprovalStatus, AuditQuery};
 
 use crate::Gateway;
 use crate::auth::Caller;
@@ -47,6 +47,10 @@ pub(crate) fn router(gw: Arc<Gateway>) -> Router {
         )
         .route("/v1/tools/{name}/history", get(tool_history))
         .route("/v1/tools/{name}/call", post(call_tool))
+        .route("/v1/approvals", get(list_approvals))
+        .route("/v1/approvals/{id}", get(get_approval))
+        .route("/v1/approvals/{id}/approve", post(approve))
+        .route("/v1/approvals/{id}/deny", post(deny))
         .route("/v1/calls", get(list_calls))
         .route("/v1/calls/{call_id}", get(get_call))
         .route("/v1/calls/{call_id}/output", get(call_output))
@@ -574,9 +578,12 @@ async fn validate_tool(
 struct CallBody {
     #[serde(default)]
     arguments: Option<Value>,
-    /// Accepted now; durable approvals (issue 6) give it meaning.
+    /// Repeating a call with the same key returns the same approval or result.
     #[serde(default)]
     idempotency_key: Option<String>,
+    /// Why the caller wants to run it (shown to an approver).
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 async fn call_tool(
@@ -584,11 +591,12 @@ async fn call_tool(
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
     body: Bytes,
-) -> ApiResult<Json<toolgate_core::ToolResult>> {
+) -> ApiResult<Response> {
     let body: CallBody = if body.is_empty() {
         CallBody {
             arguments: None,
             idempotency_key: None,
+            reason: None,
         }
     } else {
         serde_json::from_slice(&body).map_err(|e| {
@@ -597,12 +605,166 @@ async fn call_tool(
             ))
         })?
     };
-    let _ = body.idempotency_key;
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
-    let result = gw
-        .call(&caller, CallRequest::new(name, arguments), None)
-        .await;
-    Ok(Json(result))
+    let mut request = CallRequest::new(name, arguments);
+    if let Some(key) = body.idempotency_key {
+        request = request.idempotency_key(key);
+    }
+    if let Some(reason) = body.reason {
+        request = request.reason(reason);
+    }
+    let result = gw.call(&caller, request, None).await;
+    let Some(id) = result.approval_id.clone() else {
+        return Ok(Json(result).into_response());
+    };
+    let Some(approval) = gw.store().approval(&id).await? else {
+        return Ok(Json(result).into_response());
+    };
+    // A repeated idempotency key whose call already ran: that call's result.
+    if let (ApprovalStatus::Executed, Some(stored)) = (approval.status, &approval.result) {
+        return Ok(Json(stored.clone()).into_response());
+    }
+    let body = json!({
+        "approval": approval_json(&approval)?,
+        "result": result,
+        "watch": {
+            "approval": format!("/v1/approvals/{id}"),
+            "events": "/v1/events",
+        },
+    });
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Approvals
+
+fn approval_json(a: &Approval) -> ApiResult<Value> {
+    serde_json::to_value(a).map_err(|e| ServerError::Internal(e.to_string()))
+}
+
+/// Whether the caller may decide approvals (and see everyone's).
+fn decides(caller: &Caller) -> bool {
+    Permission::parse("toolgate.approvals.decide").is_ok_and(|p| caller.principal.holds(&p))
+}
+
+fn sees_approval(caller: &Caller, a: &Approval) -> bool {
+    caller.sees(&a.tool)
+        && (decides(caller)
+            || reads_all_calls(caller)
+            || caller.principal.id.as_str() == a.principal)
+}
+
+fn approval_not_found(id: &str) -> ServerError {
+    ServerError::NotFound(format!(
+        "No approval {id} (GET /v1/approvals lists the ones you may see)"
+    ))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ApprovalsParams {
+    status: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn list_approvals(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Query(params): Query<ApprovalsParams>,
+) -> ApiResult<Json<Value>> {
+    let status = params
+        .status
+        .as_deref()
+        .map(str::parse::<ApprovalStatus>)
+        .transpose()?;
+    let limit = params.limit.unwrap_or(50).clamp(1, 500);
+    let everyone = decides(&caller) || reads_all_calls(&caller);
+    let own = caller.principal.id.as_str();
+    let approvals = gw
+        .store()
+        .approvals(status, (!everyone).then_some(own), limit)
+        .await?;
+    let shown: Vec<Value> = approvals
+        .iter()
+        .filter(|a| caller.sees(&a.tool))
+        .map(approval_json)
+        .collect::<ApiResult<_>>()?;
+    Ok(Json(json!({ "approvals": shown })))
+}
+
+async fn get_approval(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    match gw.store().approval(&id).await? {
+        Some(a) if sees_approval(&caller, &a) => Ok(Json(approval_json(&a)?)),
+        _ => Err(approval_not_found(&id)),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DecisionBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+async fn approve(
+    state: Gw,
+    caller: Extension<Arc<Caller>>,
+    id: Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    decide(state, caller, id, body, true).await
+}
+
+async fn deny(
+    state: Gw,
+    caller: Extension<Arc<Caller>>,
+    id: Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    decide(state, caller, id, body, false).await
+}
+
+async fn decide(
+    State(gw): Gw,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(id): Path<String>,
+    body: Bytes,
+    approve: bool,
+) -> ApiResult<Json<Value>> {
+    let body: DecisionBody = if body.is_empty() {
+        DecisionBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ServerError::BadRequest(format!(
+                "Invalid decision body: {e}; send {{\"reason\": \"...\"}} or nothing"
+            ))
+        })?
+    };
+    let Some(current) = gw.store().approval(&id).await? else {
+        return Err(approval_not_found(&id));
+    };
+    if !caller.sees(&current.tool) {
+        return Err(approval_not_found(&id));
+    }
+    if !decides(&caller) {
+        return Err(ServerError::Forbidden(format!(
+            "Principal {} lacks permission toolgate.approvals.decide, which deciding approvals requires",
+            caller.principal.id
+        )));
+    }
+    let decided = gw
+        .store()
+        .decide_approval(&id, approve, &actor(&caller), body.reason.as_deref())
+        .await?;
+    gw.publish_approval(&decided);
+    if approve {
+        gw.run_approval(decided.id.clone());
+    }
+    Ok(Json(approval_json(&decided)?))
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -1001,9 +1001,28 @@ async fn events_stream_definition_and_call_events() {
         Some(json!({"arguments": {"expression": "1"}})),
     )
     .await;
+    let pending = h
+        .send(
+            Method::POST,
+            "/v1/tools/write_file/call",
+            None,
+            Some(json!({"arguments": {"path": "e.txt", "content": "e"}})),
+        )
+        .await;
+    let id = pending.json["approval"]["id"].as_str().unwrap().to_owned();
+    h.send(
+        Method::POST,
+        &format!("/v1/approvals/{id}/approve"),
+        None,
+        None,
+    )
+    .await;
     let mut seen = String::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !(seen.contains("\"kind\":\"created\"") && seen.contains("event: call")) {
+    while !(seen.contains("\"kind\":\"created\"")
+        && seen.contains("event: call")
+        && seen.contains("\"status\":\"executed\""))
+    {
         let frame = tokio::time::timeout_at(deadline, body.frame())
             .await
             .expect("events arrive")
@@ -1016,6 +1035,15 @@ async fn events_stream_definition_and_call_events() {
     assert!(seen.contains("\"kind\":\"created\""), "{seen}");
     assert!(seen.contains("\"tool\":\"evented\""), "{seen}");
     assert!(seen.contains("\"tool\":\"calculator\""), "{seen}");
+    // The approval's life: created (pending), decided (approved), run (executed).
+    assert!(seen.contains("event: approval"), "{seen}");
+    for status in ["pending", "approved", "executed"] {
+        assert!(
+            seen.contains(&format!("\"id\":\"{id}\""))
+                && seen.contains(&format!("\"status\":\"{status}\"")),
+            "{status}: {seen}"
+        );
+    }
 }
 
 /// Sends one HTTP/1.1 request over a fresh connection and returns the response body.
@@ -1109,4 +1137,177 @@ async fn refuses_non_loopback_addresses_without_principals() {
     )
     .unwrap();
     assert!(toolgate_server::check_binding("0.0.0.0:7878".parse().unwrap(), &with).is_ok());
+}
+
+#[tokio::test]
+async fn approvals_wait_are_decided_over_rest_and_run_once() {
+    let h = with_principals().await;
+    let call = |key: Option<&str>, content: &str| {
+        let mut body = json!({ "arguments": { "path": "approved.txt", "content": content }, "reason": "release notes" });
+        if let Some(k) = key {
+            body["idempotencyKey"] = json!(k);
+        }
+        body
+    };
+    let route = "/v1/tools/{name}/call";
+    let uri = "/v1/tools/write_file/call";
+    let r = h
+        .api(
+            Method::POST,
+            route,
+            uri,
+            Some(READER),
+            Some(call(Some("k1"), "v1")),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let id = r.json["approval"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(r.json["approval"]["status"], "pending");
+    assert_eq!(r.json["approval"]["reason"], "release notes");
+    assert_eq!(r.json["result"]["errorKind"], "confirmation_required");
+    assert_eq!(r.json["result"]["approvalId"], json!(id));
+    assert_eq!(r.json["watch"]["approval"], format!("/v1/approvals/{id}"));
+    // The same key: the same approval.
+    let again = h
+        .api(
+            Method::POST,
+            route,
+            uri,
+            Some(READER),
+            Some(call(Some("k1"), "v1")),
+        )
+        .await;
+    assert_eq!(again.json["approval"]["id"], json!(id));
+
+    let one = "/v1/approvals/{id}";
+    let at = format!("/v1/approvals/{id}");
+    let r = h.api(Method::GET, one, &at, Some(READER), None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    // A principal that cannot see write_file cannot see its approvals either.
+    let r = h.api(Method::GET, one, &at, Some(CALC_ONLY), None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // Only deciders decide.
+    let approve = "/v1/approvals/{id}/approve";
+    let r = h
+        .api(
+            Method::POST,
+            approve,
+            &format!("{at}/approve"),
+            Some(READER),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
+    assert!(r.text.contains("toolgate.approvals.decide"));
+    let r = h
+        .api(
+            Method::POST,
+            approve,
+            &format!("{at}/approve"),
+            Some(ADMIN),
+            Some(json!({ "reason": "ok" })),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json["decidedBy"], "api:admin");
+
+    // It runs once, in the background; the approval then holds the result.
+    let mut done = Value::Null;
+    for _ in 0..100 {
+        let r = h.api(Method::GET, one, &at, Some(READER), None).await;
+        if r.json["status"] == "executed" {
+            done = r.json;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(done["result"]["data"]["bytesWritten"], 2, "{done}");
+    let r = h
+        .api(
+            Method::POST,
+            approve,
+            &format!("{at}/approve"),
+            Some(ADMIN),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
+    // The same key after it ran: that call's result, not a new approval.
+    let replay = h
+        .api(
+            Method::POST,
+            route,
+            uri,
+            Some(READER),
+            Some(call(Some("k1"), "v1")),
+        )
+        .await;
+    assert_eq!(replay.status, StatusCode::OK, "{}", replay.text);
+    assert_eq!(replay.json["data"]["bytesWritten"], 2);
+    // The same key with other arguments: refused, saying why; nothing new waits.
+    let clash = h
+        .api(
+            Method::POST,
+            route,
+            uri,
+            Some(READER),
+            Some(call(Some("k1"), "other")),
+        )
+        .await;
+    assert_eq!(clash.status, StatusCode::OK, "{}", clash.text);
+    assert_eq!(clash.json["errorKind"], "confirmation_required");
+    assert!(
+        clash.text.contains("was already used for another call"),
+        "{}",
+        clash.text
+    );
+    assert!(clash.json.get("approvalId").is_none());
+
+    // Denied: never runs.
+    let r = h
+        .api(
+            Method::POST,
+            route,
+            uri,
+            Some(READER),
+            Some(call(None, "denied")),
+        )
+        .await;
+    let denied = r.json["approval"]["id"].as_str().unwrap().to_owned();
+    let r = h
+        .api(
+            Method::POST,
+            "/v1/approvals/{id}/deny",
+            &format!("/v1/approvals/{denied}/deny"),
+            Some(ADMIN),
+            None,
+        )
+        .await;
+    assert_eq!(r.json["status"], "denied");
+    let list = h
+        .api(
+            Method::GET,
+            "/v1/approvals",
+            "/v1/approvals?status=denied",
+            Some(READER),
+            None,
+        )
+        .await;
+    let ids: Vec<&str> = list.json["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [denied.as_str()]);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/approvals",
+            "/v1/approvals?status=bogus",
+            Some(READER),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
 }

@@ -89,6 +89,9 @@ pub enum StoreError {
     /// writer has stopped.
     #[error("{0}")]
     AuditWrite(String),
+    /// An approval is not in the state the operation needs (or an idempotency key was reused).
+    #[error("{0}")]
+    ApprovalState(String),
 }
 
 impl StoreError {
@@ -101,7 +104,7 @@ impl StoreError {
             | Self::Database { .. }
             | Self::AuditWrite(_) => StoreErrorKind::Unavailable,
             Self::NotFound(_) => StoreErrorKind::NotFound,
-            Self::Conflict(_) => StoreErrorKind::Conflict,
+            Self::Conflict(_) | Self::ApprovalState(_) => StoreErrorKind::Conflict,
             Self::PlanLimit { .. } => StoreErrorKind::PlanLimit,
             Self::Corrupt(_) => StoreErrorKind::Corrupt,
         }

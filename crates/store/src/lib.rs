@@ -49,10 +49,12 @@
 //! Notifications missed while that connection is down are not replayed; catch up with
 //! [`Store::events`].
 
+mod approvals;
 mod audit;
 mod definitions;
 mod error;
 mod events;
+mod gate;
 mod pipeline;
 mod plan;
 mod sync;
@@ -75,10 +77,14 @@ use sqlx::{Connection, SqlSafeStr};
 use tokio::sync::{broadcast, watch};
 use toolgate_core::CancellationToken;
 
+pub use approvals::{Approval, ApprovalStatus, NewApproval, RecoveredApprovals, arguments_sha256};
 pub use audit::{AuditCall, AuditQuery, AuditRecord, AuditStart, BrokenLink, VerifyReport};
 pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventKind, StoredEvent};
+pub use gate::{
+    BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
+};
 pub use pipeline::{AuditObserver, AuditStage, LARGE_OUTPUT_BYTES};
 pub use plan::Plan;
 pub use sync::SYNC_INTERVAL;
@@ -269,6 +275,11 @@ macro_rules! scripts {
                 2,
                 "todo_plans",
                 include_str!(concat!($dir, "/0002_todo_plans.sql")),
+            ),
+            (
+                3,
+                "approvals",
+                include_str!(concat!($dir, "/0003_approvals.sql")),
             ),
         ]
     };

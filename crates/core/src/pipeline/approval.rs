@@ -20,6 +20,13 @@ pub struct ApprovalRequest<'a> {
     pub call_id: CallId,
     /// Canonical arguments with sensitive values redacted (for display).
     pub arguments: Value,
+    /// The arguments the call would run with (defaults applied, nothing redacted): what a
+    /// durable approval must keep to run the call later. Never show these.
+    pub input: &'a Value,
+    /// Why the caller wants to run it, if it said.
+    pub reason: Option<&'a str>,
+    /// The caller's idempotency key, if any.
+    pub idempotency_key: Option<&'a str>,
 }
 
 /// An approver's answer.
@@ -31,6 +38,9 @@ pub enum Decision {
     Denied { reason: Option<String> },
     /// Nobody could be asked (`confirmation_required`); `hint` says how to approve.
     Unanswered { hint: String },
+    /// The request waits, durably, as approval `id` (`confirmation_required` naming it); `hint`
+    /// says how to approve.
+    Pending { id: String, hint: String },
 }
 
 /// Decides whether a call that requires confirmation may run.

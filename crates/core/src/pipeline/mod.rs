@@ -62,6 +62,10 @@ pub struct CallRequest {
     pub approval: Option<Arc<dyn ApprovalHandler>>,
     /// The connected client (logging, sampling, elicitation), when there is one.
     pub client: Option<Arc<dyn ClientBridge>>,
+    /// Repeating a call with the same key returns the same approval or result.
+    pub idempotency_key: Option<String>,
+    /// Why the caller wants to run it (shown to an approver).
+    pub reason: Option<String>,
 }
 
 impl CallRequest {
@@ -78,7 +82,30 @@ impl CallRequest {
             progress: None,
             approval: None,
             client: None,
+            idempotency_key: None,
+            reason: None,
         }
+    }
+
+    /// Sets the call id (a call run later under an approval keeps the id it was asked with).
+    #[must_use]
+    pub fn call_id(mut self, id: CallId) -> Self {
+        self.call_id = id;
+        self
+    }
+
+    /// Sets the idempotency key.
+    #[must_use]
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets the reason shown to an approver.
+    #[must_use]
+    pub fn reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
     }
 
     /// Sets the caller.
@@ -481,11 +508,16 @@ impl Pipeline {
             Some(spec) => spec.redact(parts.input),
             None => parts.input.clone(),
         };
+        let approval_id = outcome
+            .as_ref()
+            .err()
+            .and_then(|e| e.approval_id().map(str::to_owned));
         ToolResult {
             tool: parts.tool.to_owned(),
             call_id: parts.call_id,
             fetched_at,
             input,
+            approval_id,
             outcome: match outcome {
                 Ok(data) => Outcome::Data(data),
                 Err(e) => Outcome::Error {

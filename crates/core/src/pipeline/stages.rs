@@ -193,6 +193,9 @@ impl Stage for Approval {
                 principal: &call.request.principal,
                 call_id: call.request.call_id,
                 arguments: spec.redact(&call.input),
+                input: &call.input,
+                reason: call.request.reason.as_deref(),
+                idempotency_key: call.request.idempotency_key.as_deref(),
             };
             match handler.decide(&request).await {
                 Decision::Approved => next.run(call).await,
@@ -210,6 +213,14 @@ impl Stage for Approval {
                         spec.name()
                     ),
                 )),
+                Decision::Pending { id, hint } => Err(ToolError::new(
+                    ErrorKind::ConfirmationRequired,
+                    format!(
+                        "Tool {} requires confirmation: the call waits as approval {id}; {hint}",
+                        spec.name()
+                    ),
+                )
+                .with_approval(id)),
             }
         })
     }
