@@ -14,9 +14,12 @@ round restart it once more, wait until recovery has settled every approval, and 
   before its result was written) is `indeterminate`, and no approval is left `approved` or
   `running` after recovery.
 
-Anything else that does not add up (an executed approval without its effect, an effect of an
-approval that is not executed or indeterminate, an idle restart that changes a status, …) is
-counted as "other anomalies". Any nonzero count fails the run (exit 1).
+After recovery every call is also repeated with its idempotency key (it must answer the same
+approval or its stored result) and every decided approval is approved again (it must be refused).
+Anything else that does not add up (an executed approval without its effect or with an error, an
+effect of an approval that is not executed or indeterminate, a repeat that creates or runs
+something, an idle restart that changes a status, …) is counted as "other anomalies". Any nonzero
+count fails the run (exit 1).
 
 The side effect is an HTTP tool (`[run] kind = "http"`, POST, not retryable) calling an effect
 server run by this script on 127.0.0.1, which appends each token to a file (fsync): the ground
@@ -68,9 +71,6 @@ P_KILL_AFTER_APPROVE = 0.15
 P_RANDOM_KILL = 0.12
 RANDOM_KILL_MAX_DELAY = 0.04  # seconds after arming
 P_APPROVE = 2 / 3
-
-KILL_KINDS = ("random", "after_approve", "before_effect", "after_effect")
-
 
 class Down(Exception):
     """The server did not answer (dead, being killed, or not up yet)."""
@@ -124,10 +124,6 @@ class Server:
                 stdout=log, stderr=log,
             )
         self.starts += 1
-
-    def alive(self) -> bool:
-        with self.lock:
-            return self.proc is not None and self.proc.poll() is None
 
     def kill(self, kind: str, gen: int | None = None) -> bool:
         """SIGKILLs the live server (only generation `gen`, when given) and reaps it; counts the
@@ -477,11 +473,45 @@ class Round:
         busy_live = [i for i, s in before.items() if s in ("approved", "running")]
         self.server.stop()
         self.server.ensure_up()
+        self.settled_before_repeats = {a["id"]: a["status"] for a in self.wait_settled(30)}
+        self.repeat()
         final = self.wait_settled(30)
 
         kills = self.server.kills - kills_before
         starts = self.server.starts - starts_before
         return self.check(final, before, busy_live, interrupted, kills, starts)
+
+    def repeat(self) -> None:
+        """After recovery, every call again with its idempotency key (the same approval or its
+        stored result, never a new approval or a second run) and every decided approval approved
+        again (refused: a decision is final)."""
+        for aid, token in self.seen.items():
+            try:
+                status, body = self.server.request(
+                    "POST", f"/v1/tools/{TOOL}/call",
+                    {"arguments": {"token": token}, "idempotencyKey": token})
+            except Down:
+                self.anomalies.append(f"the server went down repeating {token}")
+                self.server.ensure_up()
+                continue
+            if status == 202 and body["approval"]["id"] != aid:
+                self.anomalies.append(
+                    f"repeating {token} gave approval {body['approval']['id']}, not {aid}")
+            elif status == 200 and self.settled_before_repeats.get(aid) != "executed":
+                self.anomalies.append(f"repeating {token} ({aid}) answered 200: {body}")
+            elif status not in (200, 202):
+                self.anomalies.append(f"repeating {token} ({aid}) answered {status}: {body}")
+            if self.settled_before_repeats.get(aid) == "pending":
+                continue
+            try:
+                status, body = self.server.request("POST", f"/v1/approvals/{aid}/approve")
+            except Down:
+                self.anomalies.append(f"the server went down re-approving {aid}")
+                self.server.ensure_up()
+                continue
+            if status == 200:
+                self.anomalies.append(
+                    f"{aid} ({self.settled_before_repeats.get(aid)}) was approved a second time")
 
     def check(self, final, before, busy_live, interrupted, kills, starts) -> dict:
         by_id = {a["id"]: a for a in final}
