@@ -24,6 +24,10 @@ BASELINE = {
     "list_category_effect_tag_page50": "baseline_vec_filter_category_effect_tag_page50",
     "list_text_full_scan": "baseline_hashmap_full_scan",
     "list_text_first_after_change": "baseline_hashmap_full_scan",
+    "command_true_none": "baseline_plain_spawn_true",
+    "command_true_standard": "baseline_plain_spawn_true",
+    "command_true_strict": "baseline_plain_spawn_true",
+    "command_true_restricted": "baseline_plain_spawn_true",
 }
 
 

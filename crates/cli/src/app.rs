@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use toolgate_sandbox::{Runner, SandboxConfig, SandboxExecutor};
+
 use anyhow::Context;
 use toolgate_core::{
     CoreError, CoreErrorKind, Issue, Pipeline, PipelineBuilder, RateLimitStage, Registry,
@@ -25,6 +27,16 @@ pub struct App {
     pub plan: Plan,
     /// The client every tool's outbound request goes through (the `[network]` policy).
     pub http: Arc<PolicyClient>,
+    /// Runs every call's attempt: command tools and isolated tools in the sandbox (this binary
+    /// re-executed as the launcher), the rest in process.
+    pub executor: Arc<SandboxExecutor>,
+}
+
+/// The in-process tools the hidden worker mode can run: the built-ins with default options.
+/// (Built-ins need no isolation; an embedder's own binary passes its isolated tools here.)
+pub fn worker_tools() -> Vec<Arc<dyn toolgate_core::Tool>> {
+    let root = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    toolgate_builtins::builtin_tools_with(BuiltinOptions::new(root)).unwrap_or_default()
 }
 
 /// One definition file and what became of it.
@@ -70,6 +82,8 @@ impl App {
         let registry = Arc::new(Registry::with_max_isolation(plan.max_isolation));
         // Declarative `http` definitions (stored or in the tools directory) get their handlers.
         registry.add_run_kind(Arc::new(toolgate_builtins::HttpKind::new()));
+        // Declarative `command` definitions run their program in the sandbox they ask for.
+        registry.add_run_kind(Arc::new(toolgate_sandbox::CommandKind));
         let http = PolicyClient::new(config.network.clone().with_env())
             .context("Cannot set up the HTTP client for network tools")?;
         let mut output_types = OutputTypes::with_defaults();
@@ -110,12 +124,18 @@ impl App {
                 );
             }
         }
+        let launcher = std::env::current_exe()
+            .context("Cannot find the toolgate binary (needed to launch sandboxed tools)")?;
+        let mut sandbox = SandboxConfig::new(launcher);
+        sandbox.policy = config.network.clone().with_env();
+        let executor = Arc::new(SandboxExecutor::new(Arc::new(Runner::new(sandbox))));
         let app = Self {
             config,
             registry,
             store,
             plan,
             http: Arc::new(http),
+            executor,
         };
         if let Some(dir) = global
             .tools_dir
@@ -153,6 +173,7 @@ impl App {
         }
         builder
             .http_client(self.http.clone())
+            .executor(self.executor.clone())
             .stage(Arc::new(AuditStage::new(self.store.clone())))
             .observer(Arc::new(AuditObserver::new(self.store.clone())))
             .build()

@@ -21,6 +21,12 @@ use crate::app::App;
 use crate::cli::{Cli, Command, ToolsCommand};
 
 fn main() -> ExitCode {
+    // Hidden modes first, before any thread starts: the sandbox launcher, the first process of a
+    // sandbox's PID namespace, its network bridge, its user-id mapper, or a worker running one
+    // in-process tool inside the sandbox (see toolgate-sandbox).
+    if let Some(code) = toolgate_sandbox::hidden_main(app::worker_tools) {
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     // `--help` shows where the default database lives on this machine.
     let default_db = app::default_db_path();
     let command = Cli::command().mut_arg("db", |arg| {

@@ -35,9 +35,10 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
         webhook,
     };
     let http = app.http.clone();
+    let executor = app.executor.clone();
     let gateway =
         Gateway::with_pipeline(Arc::clone(&app.registry), app.store.clone(), options, |b| {
-            b.http_client(http)
+            b.http_client(http).executor(executor)
         })
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     // Approved calls that never started run now (once); calls cut off mid-run by a crash are

@@ -1222,6 +1222,20 @@ async fn approvals_wait_are_decided_over_rest_and_run_once() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(done["result"]["data"]["bytesWritten"], 2, "{done}");
+    // The stored result is in the call history under the original call id.
+    let call_id = done["callId"].as_str().unwrap();
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/calls/{callId}",
+            &format!("/v1/calls/{call_id}"),
+            Some(READER),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json["finished"]["tool"], "write_file", "{}", r.text);
+    assert_eq!(r.json["interrupted"], false, "{}", r.text);
     let r = h
         .api(
             Method::POST,

@@ -1,0 +1,141 @@
+//! Command tools through the `toolgate` binary: the issue's `word_count` example from a tools
+//! directory, run in a strict sandbox by the binary re-executing itself as the launcher, and the
+//! plan capping the isolation a definition may ask for.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+fn toolgate(dir: &Path, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env(
+            "TOOLGATE_DB",
+            format!("sqlite:{}", dir.join("toolgate.db").display()),
+        )
+        .env_remove("TOOLGATE_CONFIG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const WORD_COUNT: &str = r#"
+name = "word_count"
+description = "Count the words of a text file inside the data folder."
+effect = "read"
+[[parameters]]
+name = "path"
+type = "string"
+description = "File to count"
+required = true
+[constraints]
+isolation = "strict"
+timeout_ms = 2000
+[run]
+kind = "command"
+program = "/usr/bin/wc"
+args = ["-w", "{path}"]
+output = "text"
+[run.sandbox]
+read_paths = ["DATA"]
+"#;
+
+#[test]
+fn word_count_reads_inside_its_read_paths_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let tools = dir.path().join("tools");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::write(data.join("a.txt"), "three little words\n").unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "not for tools\n").unwrap();
+    std::fs::write(
+        tools.join("word_count.toml"),
+        WORD_COUNT.replace("DATA", data.to_str().unwrap()),
+    )
+    .unwrap();
+    let inside = data.join("a.txt");
+    let args = format!("{{\"path\": {:?}}}", inside.to_str().unwrap());
+    let (code, json, err) = toolgate(
+        dir.path(),
+        &[
+            "--tools-dir",
+            "tools",
+            "call",
+            "word_count",
+            "--args",
+            &args,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{json} {err}");
+    assert_eq!(
+        json["data"],
+        Value::String(format!("3 {}", inside.display())),
+        "{json}"
+    );
+
+    let outside = dir.path().join("secret.txt");
+    let args = format!("{{\"path\": {:?}}}", outside.to_str().unwrap());
+    let (code, json, err) = toolgate(
+        dir.path(),
+        &[
+            "--tools-dir",
+            "tools",
+            "call",
+            "word_count",
+            "--args",
+            &args,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1, "{json} {err}");
+    assert_eq!(json["errorKind"], "execution", "{json}");
+    let message = json["error"].as_str().unwrap();
+    assert!(
+        message.contains("exited with code 1") && message.contains("Permission denied"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_plan_caps_the_isolation_a_definition_may_ask_for() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolgate.toml"), "plan = \"core\"\n").unwrap();
+    let file = dir.path().join("word_count.toml");
+    std::fs::write(&file, WORD_COUNT.replace("DATA", "/srv/data")).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "--config",
+            "toolgate.toml",
+            "tools",
+            "validate",
+            "word_count.toml",
+        ])
+        .current_dir(dir.path())
+        .env(
+            "TOOLGATE_DB",
+            format!("sqlite:{}", dir.path().join("t.db").display()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("not allowed by the plan in force"), "{text}");
+}

@@ -1,0 +1,79 @@
+//! What the executor hands to the launcher: one JSON document in an environment variable of the
+//! launcher process (never on its command line, which other users can read), dropped before the
+//! program starts.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use toolgate_core::Isolation;
+
+/// argv[1] of the `toolgate` binary re-executed as the sandbox launcher (stage 1).
+pub const LAUNCH_ARG: &str = "__toolgate-sandbox";
+/// argv[1] of stage 2: the first process of the new PID namespace, which locks itself down and
+/// becomes the program.
+pub const INIT_ARG: &str = "__toolgate-sandbox-init";
+/// argv[1] of the helper that writes the user-id maps of stage 1's new user namespace.
+pub const MAP_ARG: &str = "__toolgate-sandbox-map";
+/// argv[1] of the worker mode: runs one in-process tool's handler (inside the sandbox).
+pub const WORKER_ARG: &str = "__toolgate-worker";
+/// The environment variable carrying the [`LaunchSpec`].
+pub const SPEC_ENV: &str = "TOOLGATE_SANDBOX_SPEC";
+/// Exit status of the launcher when it could not set the sandbox up; its stderr then starts
+/// with [`SETUP_FAILED`].
+pub const SETUP_EXIT: i32 = 126;
+/// First bytes of the launcher's stderr when the sandbox could not be set up.
+pub const SETUP_FAILED: &str = "toolgate-sandbox: ";
+
+/// Everything the launcher needs, decided by the executor.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    pub level: Isolation,
+    /// Absolute path of the program to execute.
+    pub program: PathBuf,
+    /// argv[1..] of the program.
+    pub args: Vec<String>,
+    /// The program's whole environment.
+    pub env: Vec<(String, String)>,
+    /// Working directory (the call's private temporary directory).
+    pub cwd: PathBuf,
+    /// Read-only (and executable) paths; only enforced from `strict` up.
+    pub read_paths: Vec<PathBuf>,
+    /// Paths with full access; only enforced from `strict` up.
+    pub write_paths: Vec<PathBuf>,
+    pub net: NetMode,
+    pub limits: ResourceLimits,
+    /// `cgroup.procs` files the launcher joins before anything else (memory and pids limits).
+    pub cgroup_procs: Vec<PathBuf>,
+}
+
+/// The network the program sees.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetMode {
+    /// The host's network (`none` and `standard`).
+    Host,
+    /// A new, empty network namespace: no interface is up, not even loopback.
+    Nothing,
+    /// A new network namespace where each allowed `host:port` has a loopback stand-in
+    /// (127.0.0.2, 127.0.0.3, … in a private `/etc/hosts`), bridged over a Unix socket to the
+    /// executor, which connects to the real, policy-checked address.
+    Bridged {
+        /// The Unix socket of the executor's connector.
+        socket: PathBuf,
+        /// `(host, port)` in the order of the stand-in addresses.
+        hosts: Vec<(String, u16)>,
+        /// The private hosts file to mount over `/etc/hosts`.
+        hosts_file: PathBuf,
+    },
+}
+
+/// `setrlimit` values (0 = leave the inherited limit).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct ResourceLimits {
+    pub cpu_seconds: u64,
+    pub address_space_bytes: u64,
+    pub data_bytes: u64,
+    pub open_files: u64,
+    pub file_size_bytes: u64,
+    pub processes: u64,
+}
