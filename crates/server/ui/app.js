@@ -190,6 +190,8 @@ api.onUnauthorized(() => {
 
 async function start() {
   window.addEventListener('hashchange', render);
+  // Approvals created or decided outside this server (the CLI, another instance) send no event.
+  window.setInterval(() => { if (!signedOut && !document.hidden) refreshPending(); }, 15000);
   try {
     await api.get('/v1/tools?limit=1');
   } catch (e) {

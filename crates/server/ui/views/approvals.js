@@ -138,6 +138,9 @@ export async function render(page) {
   await load();
 
   let timer = null;
+  // Decisions made through this server arrive as events at once; those made by the CLI or
+  // another instance (straight in the database) are picked up by this poll.
+  const poll = window.setInterval(() => { if (!document.hidden) load(); }, 5000);
   return {
     onEvent(name) {
       if (name === 'approval') {
@@ -147,7 +150,10 @@ export async function render(page) {
         loadTools();
       }
     },
-    dispose() { window.clearTimeout(timer); },
+    dispose() {
+      window.clearTimeout(timer);
+      window.clearInterval(poll);
+    },
   };
 }
 
