@@ -94,7 +94,8 @@ function showSignIn(message) {
       h('label', { for: 'signin-token' }, 'Bearer token'),
       input,
       h('p', { class: 'help', id: 'signin-token-help' },
-        'This server has principals configured. Paste the token `toolgate token` printed for yours; it is kept in this tab only (sessionStorage) and sent as an Authorization header.'),
+        'This server has principals configured. Paste the token ', h('code', null, 'toolgate token'),
+        ' printed for yours; it is kept in this tab only (sessionStorage) and sent as an Authorization header.'),
       error),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, 'Sign in')));
   form.addEventListener('submit', async (ev) => {
@@ -122,6 +123,9 @@ function showSignIn(message) {
       input.focus();
     }
   });
+  const live = document.getElementById('live-state');
+  live.textContent = 'Live updates: off (signed out)';
+  live.dataset.state = 'signed-out';
   replace(main, h('div', { class: 'page page-narrow' },
     h('h1', { tabindex: '-1' }, 'Sign in'),
     form));
