@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs everything CI runs: formatting, lints, the whole test suite (unit, integration, CLI end to
-# end, doc tests) and the examples. Idempotent; installs what the tests need if it is missing.
+# end, doc tests), the web UI in headless Chromium, and the examples. Idempotent; installs what
+# the tests need if it is missing (Debian's chromium and the UI tests' npm packages included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "tests (cargo nextest)"
 cargo nextest run --workspace --no-fail-fast
+
+step "web UI end to end (headless Chromium)"
+bash scripts/ui-e2e.sh
 
 step "MCP conformance suite (@modelcontextprotocol/conformance 0.1.16, baseline: resources and prompts)"
 bash scripts/conformance.sh

@@ -1,4 +1,5 @@
-//! `toolgate serve` (MCP over Streamable HTTP or stdio, and the REST API) and `toolgate token`.
+//! `toolgate serve` (MCP over Streamable HTTP or stdio, the REST API and the web UI) and
+//! `toolgate token`.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -88,7 +89,7 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
         "local access, no token"
     };
     eprintln!(
-        "toolgate {} serving {tools} tools · MCP http://{local}/mcp · REST http://{local}/v1 · data {data} · {auth} (Ctrl-C to stop)",
+        "toolgate {} serving {tools} tools · MCP http://{local}/mcp · REST http://{local}/v1 · web UI http://{local}/ · data {data} · {auth} (Ctrl-C to stop)",
         env!("CARGO_PKG_VERSION")
     );
     gateway

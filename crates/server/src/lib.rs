@@ -1,6 +1,7 @@
 //! toolgate's gateway: serves the registry's tools through the call pipeline to MCP clients
 //! (Streamable HTTP at `/mcp`, or stdio) and to HTTP clients (the REST API under `/v1`), with
-//! bearer-token auth, per-principal quotas, an event stream, OpenAPI and Prometheus metrics.
+//! bearer-token auth, per-principal quotas, an event stream, OpenAPI and Prometheus metrics —
+//! and the web Tool Manager at `/`, a client of that REST API.
 //! The only crate that knows HTTP and MCP wire types.
 
 mod approvals;
@@ -11,6 +12,7 @@ mod mcp;
 mod metrics;
 mod openapi;
 mod rest;
+mod ui;
 mod webhook;
 
 use std::net::SocketAddr;
@@ -32,6 +34,7 @@ pub use events::{EventHub, HubEvent};
 pub use mcp::GOVERNANCE_META_KEY;
 pub use metrics::install_prometheus;
 pub use openapi::{ROUTES, openapi_document};
+pub use ui::{CONTENT_SECURITY_POLICY, UI_ROUTES, ui_files};
 pub use webhook::{
     DEFAULT_WEBHOOK_FIRST_BACKOFF, DEFAULT_WEBHOOK_MAX_ATTEMPTS, DEFAULT_WEBHOOK_TIMEOUT, Delivery,
     DeliveryStatus, WEBHOOK_EVENT, WEBHOOK_MAX_BACKOFF, Webhook, WebhookConfig, sign, verify,
@@ -269,7 +272,8 @@ impl Gateway {
         self.calls.len()
     }
 
-    /// The full HTTP application: `/mcp`, `/v1/…`, `/openapi.json`, `/healthz`, `/metrics`.
+    /// The full HTTP application: `/mcp`, `/v1/…`, `/openapi.json`, `/healthz`, `/metrics`, and
+    /// the web UI at `/` and `/ui/…`.
     pub fn router(self: &Arc<Self>) -> axum::Router {
         rest::router(Arc::clone(self)).merge(mcp::http_router(Arc::clone(self)))
     }

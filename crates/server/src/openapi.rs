@@ -1,4 +1,5 @@
-//! `/openapi.json`: the OpenAPI 3.1 description of every route the server answers. Its schemas
+//! `/openapi.json`: the OpenAPI 3.1 description of every API route the server answers (the web
+//! UI's static files, [`crate::UI_ROUTES`], are not API routes and are left out). Its schemas
 //! are JSON Schema 2020-12; the server's tests validate real responses against them, so the
 //! document cannot drift from what the server does.
 
@@ -133,6 +134,7 @@ pub fn openapi_document() -> Value {
                     query_param("consequence", "Only this consequence level", json!({ "type": "string" })),
                     query_param("tag", "Only tools with this tag", json!({ "type": "string" })),
                     query_param("q", "Case-insensitive text in the name or description", json!({ "type": "string" })),
+                    query_param("builtin", "true: only built-in tools; false: only custom (stored or file) definitions", json!({ "type": "boolean" })),
                     limit.clone(), cursor.clone()
                 ]), None, ("200", json_body("ToolsPage", "A page of tools")), &["400", "401"]),
                 "post": op("Create a custom tool definition (validated first; stored with version 1)", json!([]), Some(definition_body.clone()),
@@ -166,17 +168,21 @@ pub fn openapi_document() -> Value {
                 Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("DecisionBody") } } })),
                 ("200", json_body("Approval", "The approval, now denied")), &["400", "401", "403", "404", "409"]) },
             "/v1/calls": { "get": op("Audited calls, newest first (the caller's own unless it holds toolgate.audit.read)", json!([
-                    query_param("tool", "Only calls of this tool", json!({ "type": "string" })), limit, cursor
-                ]), None, ("200", json_body("CallsPage", "A page of calls")), &["400", "401"]) },
+                    query_param("tool", "Only calls of this tool", json!({ "type": "string" })),
+                    query_param("principal", "Only calls made by this principal", json!({ "type": "string" })),
+                    query_param("outcome", "ok (data), error (any error), or one error kind", json!({ "type": "string" })),
+                    limit, cursor
+                ]), None, ("200", json_body("CallsPage", "A page of calls (with filters it may hold fewer than limit and still have a nextCursor)")), &["400", "401"]) },
             "/v1/calls/{callId}": { "get": op("One call's audit entries", json!([call_id.clone()]), None,
                 ("200", json_body("CallDetail", "The call")), &["400", "401", "404"]) },
             "/v1/calls/{callId}/output": { "get": op("A large output kept apart from the audit log, byte for byte", json!([call_id]), None,
                 ("200", json!({ "description": "The output as the tool returned it", "content": { "application/json": { "schema": {} } } })), &["400", "401", "404"]) },
             "/v1/export/{format}": { "get": op("Export the caller's tools for a provider", json!([
                     path_param("format", "openai, openai-responses, anthropic, gemini or mcp"),
-                    query_param("strict", "OpenAI formats: strict structured-outputs schemas", json!({ "type": "boolean" }))
+                    query_param("strict", "OpenAI formats: strict structured-outputs schemas", json!({ "type": "boolean" })),
+                    query_param("tool", "Only this tool", json!({ "type": "string" }))
                 ]), None, ("200", json_body("Export", "The provider document and what had to change")), &["400", "401", "404", "422"]) },
-            "/v1/events": { "get": op("Server-sent events: `definition` (created, updated, deleted, validated) and `call` (a finished call)", json!([]), None,
+            "/v1/events": { "get": op("Server-sent events: `definition` (created, updated, deleted, validated), `call` (a finished call) and `approval` (created, decided, executed, indeterminate)", json!([]), None,
                 ("200", json!({ "description": "An SSE stream; each event's data is JSON", "content": { "text/event-stream": { "schema": { "type": "string" } } } })), &["401"]) },
             "/mcp": { "post": {
                 "summary": "MCP Streamable HTTP endpoint (JSON-RPC; GET opens the server stream, DELETE ends a session)",

@@ -35,7 +35,8 @@ fn actor(caller: &Caller) -> String {
     format!("api:{}", caller.principal.id)
 }
 
-/// The REST routes, behind the Host/Origin check and (except `/healthz`, `/openapi.json`) auth.
+/// The REST routes, behind the Host/Origin check and (except `/healthz`, `/openapi.json` and the
+/// web UI's static files, which hold no data) auth.
 pub(crate) fn router(gw: Arc<Gateway>) -> Router {
     let limit = gw.options().max_body_bytes;
     let api = Router::new()
@@ -64,6 +65,7 @@ pub(crate) fn router(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
+        .merge(crate::ui::routes())
         .merge(api)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
@@ -182,6 +184,8 @@ struct ListParams {
     consequence: Option<String>,
     tag: Option<String>,
     q: Option<String>,
+    /// `true`: only built-in tools; `false`: only custom ones.
+    builtin: Option<bool>,
     limit: Option<usize>,
     cursor: Option<String>,
 }
@@ -297,6 +301,7 @@ async fn list_tools(
             page.items
                 .iter()
                 .filter(|t| caller.sees(t.spec().name().as_str()))
+                .filter(|t| params.builtin.is_none_or(|b| t.is_builtin() == b))
                 .map(summary),
         );
         cursor = page.next_cursor;
@@ -771,6 +776,10 @@ async fn decide(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CallsParams {
     tool: Option<String>,
+    /// Only calls made by this principal.
+    principal: Option<String>,
+    /// `ok` (the call returned data) or `error` (any error kind), or one error kind.
+    outcome: Option<String>,
     limit: Option<u32>,
     cursor: Option<String>,
 }
@@ -784,13 +793,59 @@ fn may_read(caller: &Caller, principal: &str, tool: &str) -> bool {
     caller.sees(tool) && (reads_all_calls(caller) || caller.principal.id.as_str() == principal)
 }
 
+/// The `outcome` filter of `GET /v1/calls`.
+#[derive(Clone, Copy, Debug)]
+enum OutcomeFilter {
+    Ok,
+    Error,
+    Kind(toolgate_core::ErrorKind),
+}
+
+impl OutcomeFilter {
+    fn parse(raw: Option<&str>) -> ApiResult<Option<Self>> {
+        match raw {
+            None | Some("") => Ok(None),
+            Some("ok") => Ok(Some(Self::Ok)),
+            Some("error") => Ok(Some(Self::Error)),
+            Some(raw) => toolgate_core::ErrorKind::ALL
+                .iter()
+                .find(|k| k.as_str() == raw)
+                .map(|k| Some(Self::Kind(*k)))
+                .ok_or_else(|| {
+                    ServerError::BadRequest(format!(
+                        "Unknown outcome {raw:?}; use ok, error or an error kind ({})",
+                        toolgate_core::ErrorKind::ALL
+                            .iter()
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                }),
+        }
+    }
+
+    fn matches(self, record: &toolgate_store::AuditRecord) -> bool {
+        match (self, record.error_kind()) {
+            (Self::Ok, kind) => kind.is_none(),
+            (Self::Error, kind) => kind.is_some(),
+            (Self::Kind(want), kind) => kind == Some(want),
+        }
+    }
+}
+
+/// How many store pages one `GET /v1/calls` reads at most while filling a filtered page; a
+/// page may then come back short, with a `nextCursor` to go on from.
+const MAX_CALL_PAGES: usize = 20;
+
 async fn list_calls(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Query(params): Query<CallsParams>,
 ) -> ApiResult<Json<Value>> {
     let limit = params.limit.unwrap_or(50).clamp(1, 500);
-    let before = match params.cursor.as_deref() {
+    let outcome = OutcomeFilter::parse(params.outcome.as_deref())?;
+    let principal = params.principal.as_deref().filter(|p| !p.is_empty());
+    let mut before = match params.cursor.as_deref() {
         None | Some("") => None,
         Some(raw) => Some(raw.parse::<i64>().map_err(|_| {
             ServerError::BadRequest(format!(
@@ -798,24 +853,36 @@ async fn list_calls(
             ))
         })?),
     };
-    let records = gw
-        .store()
-        .audit(&AuditQuery {
-            tool: params.tool.clone(),
-            limit,
-            before,
-        })
-        .await?;
-    let next = if records.len() == limit as usize {
-        records.last().and_then(|r| r.seq).map(|s| s.to_string())
-    } else {
-        None
-    };
-    let calls: Vec<&toolgate_store::AuditRecord> = records
-        .iter()
-        .filter(|r| may_read(&caller, &r.principal, &r.tool))
-        .collect();
-    Ok(Json(json!({ "calls": calls, "nextCursor": next })))
+    let mut calls: Vec<toolgate_store::AuditRecord> = Vec::new();
+    let mut next = None;
+    // Store pages are cut first and filtered to what the caller may read (and asked for) after;
+    // keep reading until the page is full or the log is exhausted.
+    for _ in 0..MAX_CALL_PAGES {
+        let want = limit - calls.len() as u32;
+        let records = gw
+            .store()
+            .audit(&AuditQuery {
+                tool: params.tool.clone().filter(|t| !t.is_empty()),
+                limit: want,
+                before,
+            })
+            .await?;
+        let full = records.len() == want as usize;
+        let last = records.last().and_then(|r| r.seq);
+        calls.extend(records.into_iter().filter(|r| {
+            may_read(&caller, &r.principal, &r.tool)
+                && principal.is_none_or(|p| r.principal == p)
+                && outcome.is_none_or(|o| o.matches(r))
+        }));
+        next = if full { last } else { None };
+        if next.is_none() || calls.len() >= limit as usize {
+            break;
+        }
+        before = next;
+    }
+    Ok(Json(
+        json!({ "calls": calls, "nextCursor": next.map(|s| s.to_string()) }),
+    ))
 }
 
 fn call_id(raw: &str) -> ApiResult<CallId> {
@@ -889,6 +956,8 @@ async fn call_output(
 struct ExportParams {
     #[serde(default)]
     strict: bool,
+    /// Only this tool (the caller must be able to see it).
+    tool: Option<String>,
 }
 
 async fn export(
@@ -903,12 +972,16 @@ async fn export(
             ExportFormat::ALL.map(ExportFormat::as_str).join(", ")
         ))
     })?;
-    let snapshot = gw.registry().snapshot();
-    let specs: Vec<ToolSpec> = snapshot
-        .iter()
-        .filter(|t| caller.sees(t.spec().name().as_str()))
-        .map(|t| t.spec().clone())
-        .collect();
+    let specs: Vec<ToolSpec> = match params.tool.as_deref().filter(|t| !t.is_empty()) {
+        Some(name) => vec![visible(&gw, &caller, name)?.spec().clone()],
+        None => gw
+            .registry()
+            .snapshot()
+            .iter()
+            .filter(|t| caller.sees(t.spec().name().as_str()))
+            .map(|t| t.spec().clone())
+            .collect(),
+    };
     let export = toolgate_export::export(
         &specs,
         format,

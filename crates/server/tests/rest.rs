@@ -1325,3 +1325,133 @@ async fn approvals_wait_are_decided_over_rest_and_run_once() {
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn filters_the_web_ui_uses_builtin_outcome_principal_and_one_tool_exports() {
+    let h = Harness::new(Vec::new()).await;
+    let names = |r: &common::Reply, key: &str, field: &str| -> Vec<String> {
+        r.json[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t[field].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let custom = h
+        .api(
+            Method::GET,
+            "/v1/tools",
+            "/v1/tools?builtin=false",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(names(&custom, "tools", "name"), ["big_text", "slow_wait"]);
+    let builtin = h
+        .api(
+            Method::GET,
+            "/v1/tools",
+            "/v1/tools?builtin=true",
+            None,
+            None,
+        )
+        .await;
+    let builtin_names = names(&builtin, "tools", "name");
+    assert!(builtin_names.contains(&"calculator".to_owned()));
+    assert!(!builtin_names.contains(&"big_text".to_owned()));
+    assert!(
+        builtin.json["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["builtin"] == true)
+    );
+    // axum's own query rejection (plain text, as for any malformed query string).
+    let r = h
+        .send(Method::GET, "/v1/tools?builtin=maybe", None, None)
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+
+    for args in [
+        json!({"expression": "1+1"}),
+        json!({}),
+        json!({"expression": "2+2"}),
+    ] {
+        h.send(
+            Method::POST,
+            "/v1/tools/calculator/call",
+            None,
+            Some(json!({ "arguments": args })),
+        )
+        .await;
+    }
+    h.send(
+        Method::POST,
+        "/v1/tools/big_text/call",
+        None,
+        Some(json!({"arguments": {"bytes": 3}})),
+    )
+    .await;
+    let count = |uri: &'static str| {
+        let h = &h;
+        async move {
+            let r = h.api(Method::GET, "/v1/calls", uri, None, None).await;
+            assert_eq!(r.status, StatusCode::OK, "{uri}: {}", r.text);
+            r.json["calls"].as_array().unwrap().len()
+        }
+    };
+    assert_eq!(count("/v1/calls?outcome=ok").await, 3);
+    assert_eq!(count("/v1/calls?outcome=error").await, 1);
+    assert_eq!(count("/v1/calls?outcome=validation").await, 1);
+    assert_eq!(count("/v1/calls?outcome=timeout").await, 0);
+    assert_eq!(count("/v1/calls?outcome=ok&tool=calculator").await, 2);
+    assert_eq!(count("/v1/calls?principal=local").await, 4);
+    assert_eq!(count("/v1/calls?principal=someone").await, 0);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/calls",
+            "/v1/calls?outcome=bogus",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.text.contains("confirmation_required"), "{}", r.text);
+    // Filtered pages follow the cursor to the end.
+    let mut seen = Vec::new();
+    let mut uri = "/v1/calls?outcome=ok&limit=2".to_owned();
+    for _ in 0..5 {
+        let r = h.api(Method::GET, "/v1/calls", &uri, None, None).await;
+        seen.extend(names(&r, "calls", "tool"));
+        match r.json["nextCursor"].as_str() {
+            Some(c) => uri = format!("/v1/calls?outcome=ok&limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["big_text", "calculator", "calculator"]);
+
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/export/{format}",
+            "/v1/export/anthropic?tool=calculator",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let exported = r.json["document"].to_string();
+    assert!(exported.contains("\"calculator\""), "{exported}");
+    assert!(!exported.contains("read_file"), "{exported}");
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/export/{format}",
+            "/v1/export/mcp?tool=nope",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
