@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests of the web Tool Manager in headless Chromium against a real `toolgate serve`
 # (tests/ui/): Debian's chromium driven by playwright-core (no browser download), axe-core on
-# every page, screenshots to docs/screenshots/. Idempotent: installs chromium when
+# every page, screenshots to target/ui-screenshots/
+# (UPDATE_SCREENSHOTS=1: to docs/screenshots/, the ones the README shows). Idempotent: installs chromium when
 # /usr/bin/chromium is missing and runs `npm ci` when tests/ui/node_modules is missing or older
 # than package-lock.json. Works without a terminal (CI=true, no stdin).
 set -euo pipefail
@@ -52,5 +53,6 @@ for (const r of runs) for (const k of Object.keys(total)) total[k] += r.counts[k
 console.log(`\naxe-core: ${runs.length} page states checked; violations: critical ${total.critical}, serious ${total.serious}, moderate ${total.moderate}, minor ${total.minor}`);
 for (const r of runs.filter((x) => x.violations.length)) console.log(`  ${r.label}: ${r.violations.join(', ')}`);
 JS
-echo "screenshots: $(ls docs/screenshots/*.png 2>/dev/null | tr '\n' ' ')"
+shots=target/ui-screenshots; [ "${UPDATE_SCREENSHOTS:-}" = 1 ] && shots=docs/screenshots
+echo "screenshots: $(ls "$shots"/*.png 2>/dev/null | tr '\n' ' ')"
 exit "$status"

@@ -13,7 +13,11 @@ import { chromium } from 'playwright-core';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const repo = resolve(here, '..', '..', '..');
-export const screenshotsDir = join(repo, 'docs', 'screenshots');
+// Screenshots go to target/ui-screenshots; UPDATE_SCREENSHOTS=1 writes the committed ones in
+// docs/screenshots instead (they carry timestamps and ids, so every run would change them).
+export const screenshotsDir = process.env.UPDATE_SCREENSHOTS === '1'
+  ? join(repo, 'docs', 'screenshots')
+  : join(repo, 'target', 'ui-screenshots');
 const binary = process.env.TOOLGATE_BIN
   || join(process.env.CARGO_TARGET_DIR || join(repo, 'target'), 'debug', 'toolgate');
 const chromiumPath = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
