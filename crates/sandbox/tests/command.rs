@@ -71,3 +71,88 @@ async fn the_timeout_kills_the_process() {
         t.elapsed()
     );
 }
+
+/// A host that refuses a step of the level (here: user namespaces, refused because the launcher
+/// itself runs inside a strict sandbox, whose seccomp filter denies `unshare`) gets an
+/// `unavailable` error naming what is missing — and the program never runs.
+#[tokio::test]
+async fn a_level_the_host_cannot_enforce_is_unavailable_never_weaker() {
+    use std::time::Duration;
+    use toolgate_core::{CancellationToken, Isolation};
+    use toolgate_sandbox::spec::{LAUNCH_ARG, LaunchSpec, NetMode, ResourceLimits, SPEC_ENV};
+    use toolgate_sandbox::{Job, Runner, SandboxError};
+
+    let scratch = tempfile::tempdir().unwrap();
+    let inner = LaunchSpec {
+        level: Isolation::Standard,
+        program: "/bin/echo".into(),
+        args: vec!["the program ran".into()],
+        env: vec![],
+        cwd: "/".into(),
+        read_paths: vec![],
+        write_paths: vec![],
+        net: NetMode::Host,
+        limits: ResourceLimits { cpu_seconds: 5, address_space_bytes: 0, data_bytes: 0, open_files: 64, file_size_bytes: 0, processes: 0 },
+        cgroup_procs: vec![],
+    };
+    let runner = Runner::new(common::config());
+    let outer = Job {
+        level: Isolation::Strict,
+        program: common::FIXTURE.into(),
+        args: vec![LAUNCH_ARG.into()],
+        env: vec![(SPEC_ENV.into(), serde_json::to_string(&inner).unwrap())],
+        read_paths: vec![],
+        write_paths: vec![scratch.path().to_owned()],
+        allowed_hosts: vec![],
+        stdin: vec![],
+        timeout: Duration::from_secs(5),
+        max_stdout: 4096,
+        label: "Tool nested".into(),
+    };
+    let err = runner.run(outer, &CancellationToken::new()).await.unwrap_err();
+    let SandboxError::Unavailable(message) = &err else { panic!("{err:?}") };
+    assert!(message.contains("standard isolation needs user, PID and network namespaces"), "{message}");
+    assert!(!message.contains("the program ran"), "{message}");
+}
+
+#[test]
+fn a_bad_run_section_reports_every_problem_with_its_path() {
+    use std::sync::Arc;
+    use toolgate_core::{Format, Registry, ToolDefinition};
+    let text = r#"
+name = "bad_command"
+description = "A command tool with every mistake. Use in tests only."
+[[parameters]]
+name = "path"
+type = "string"
+description = "A path"
+[run]
+kind = "command"
+program = "wc"
+args = ["-w", "{missing}", "--file={path}"]
+env = ["NOT-A-NAME"]
+output = "yaml"
+shell = true
+[run.sandbox]
+read_paths = ["relative/dir", "/srv/../etc"]
+allowed_hosts = ["example.com", "example.com:0"]
+"#;
+    let registry = Arc::new(Registry::new());
+    registry.add_run_kind(Arc::new(toolgate_sandbox::CommandKind));
+    let err = registry.register_definition(ToolDefinition::parse(text, Format::Toml).unwrap()).unwrap_err();
+    let text = format!("{err:?}");
+    for path in [
+        "run.program",
+        "run.args[1]",
+        "run.args[2]",
+        "run.env[0]",
+        "run.output",
+        "run.shell",
+        "run.sandbox.read_paths[0]",
+        "run.sandbox.read_paths[1]",
+        "run.sandbox.allowed_hosts[0]",
+        "run.sandbox.allowed_hosts[1]",
+    ] {
+        assert!(text.contains(&format!("path: \"{path}\"")), "{path} missing from {text}");
+    }
+}
