@@ -114,8 +114,7 @@ pub(crate) fn setup(file: &Path) -> Result<(), String> {
         None::<&str>,
     )
     .map_err(|e| fail(format!("mounting the hosts file over /etc/hosts: {e}")))?;
-    let exe = std::env::current_exe().map_err(|e| fail(e.to_string()))?;
-    let mut child = Command::new(exe)
+    let mut child = Command::new(crate::launcher::SELF_EXE)
         .arg(BRIDGE_ARG)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

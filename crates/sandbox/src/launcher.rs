@@ -20,7 +20,7 @@ use std::path::Path;
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::Signal;
-use nix::unistd::{getgid, getuid, setsid};
+use nix::unistd::{Gid, Uid, getuid, setgroups, setresgid, setresuid, setsid};
 use toolgate_core::Isolation;
 
 use crate::spec::{
@@ -77,9 +77,15 @@ fn stage1() -> Result<i32, String> {
     // started before the unshare writes the maps.
     let exe =
         std::env::current_exe().map_err(|e| format!("could not find the launcher binary: {e}"))?;
+    if getuid().is_root() {
+        // Host root's supplementary groups (gid 0 among them) must not follow the program.
+        setgroups(&[]).map_err(|e| format!("could not drop supplementary groups: {e}"))?;
+    }
     let mapper = std::process::Command::new(&exe)
         .arg(MAP_ARG)
         .arg(std::process::id().to_string())
+        .arg(spec.outside_uid.to_string())
+        .arg(spec.outside_gid.to_string())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -100,7 +106,17 @@ fn stage1() -> Result<i32, String> {
             String::from_utf8_lossy(&mapped.stderr).trim()
         ));
     }
-    let mut child = std::process::Command::new(exe)
+    // Become root of the new namespace, which is `outside_uid`/`outside_gid` on the host: from
+    // here on the host sees an unprivileged user (when toolgate runs as root), so files outside
+    // the allow-lists keep their owner's protection and host cgroups stay out of reach.
+    let root_gid = Gid::from_raw(0);
+    let root_uid = Uid::from_raw(0);
+    setresgid(root_gid, root_gid, root_gid)
+        .map_err(|e| format!("could not switch to the sandbox's group: {e}"))?;
+    setresuid(root_uid, root_uid, root_uid)
+        .map_err(|e| format!("could not switch to the sandbox's user: {e}"))?;
+    // Through /proc/self/exe: the sandbox's user may not be able to walk to the binary's path.
+    let mut child = std::process::Command::new(SELF_EXE)
         .arg(INIT_ARG)
         .spawn()
         .map_err(|e| format!("could not start the sandbox's first process: {e}"))?;
@@ -125,6 +141,9 @@ fn stage2() -> Result<Infallible, String> {
     exec_program(&spec)
 }
 
+/// The running binary, reachable whatever the directories above it allow.
+pub(crate) const SELF_EXE: &str = "/proc/self/exe";
+
 fn cstring(bytes: &[u8], what: &str) -> Result<CString, String> {
     CString::new(bytes).map_err(|_| format!("{what} contains a NUL byte"))
 }
@@ -133,6 +152,13 @@ fn exec_program(spec: &LaunchSpec) -> Result<Infallible, String> {
     // Everything that allocates happens before the limits apply.
     let program = cstring(spec.program.as_os_str().as_bytes(), "the program path")?;
     let mut argv = vec![program.clone()];
+    // A worker is this very binary: executed through /proc/self/exe (see SELF_EXE).
+    let is_self = std::env::current_exe().is_ok_and(|exe| exe == spec.program);
+    let program = if is_self {
+        cstring(SELF_EXE.as_bytes(), "the program path")?
+    } else {
+        program
+    };
     for a in &spec.args {
         argv.push(cstring(a.as_bytes(), "an argument")?);
     }
@@ -185,7 +211,7 @@ fn set_limits(l: &ResourceLimits) -> Result<(), String> {
 }
 
 /// The user-id mapper: waits until process `argv[2]` has entered a new user namespace, then maps
-/// this process's uid and gid (the same ids) into it.
+/// uid and gid 0 inside it to `argv[3]` and `argv[4]` outside.
 pub fn map_main() -> i32 {
     match map_ids() {
         Ok(()) => 0,
@@ -215,12 +241,18 @@ fn map_ids() -> Result<(), String> {
         }
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
-    let (uid, gid) = (getuid(), getgid());
+    let id = |n: usize| -> Result<u32, String> {
+        std::env::args()
+            .nth(n)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| "the mapper needs the outside uid and gid".to_owned())
+    };
+    let (uid, gid) = (id(3)?, id(4)?);
     let write = |file: &str, text: String| {
         std::fs::write(format!("/proc/{pid}/{file}"), text)
             .map_err(|e| format!("/proc/{pid}/{file}: {e}"))
     };
     write("setgroups", "deny".to_owned())?;
-    write("uid_map", format!("{uid} {uid} 1"))?;
-    write("gid_map", format!("{gid} {gid} 1"))
+    write("uid_map", format!("0 {uid} 1"))?;
+    write("gid_map", format!("0 {gid} 1"))
 }

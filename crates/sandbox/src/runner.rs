@@ -53,6 +53,10 @@ pub struct SandboxConfig {
     pub policy: NetPolicy,
     /// Whether to put calls in cgroups (memory, pids) when the host allows it.
     pub use_cgroups: bool,
+    /// The host uid and gid sandboxed programs (`standard` and up) run as when toolgate runs as
+    /// root (default 65534, `nobody`); otherwise they run as toolgate's own user. Read paths
+    /// must be readable and write paths writable by this user.
+    pub sandbox_user: (u32, u32),
 }
 
 impl SandboxConfig {
@@ -101,6 +105,7 @@ impl SandboxConfig {
             temp_root: std::env::temp_dir(),
             policy: NetPolicy::default().with_env(),
             use_cgroups: true,
+            sandbox_user: (65534, 65534),
         }
     }
 }
@@ -232,6 +237,18 @@ impl Runner {
         &self.config
     }
 
+    /// The host uid and gid of sandboxed programs.
+    fn outside(&self) -> (u32, u32) {
+        if nix::unistd::geteuid().is_root() {
+            self.config.sandbox_user
+        } else {
+            (
+                nix::unistd::geteuid().as_raw(),
+                nix::unistd::getegid().as_raw(),
+            )
+        }
+    }
+
     fn launch_spec(&self, job: &Job, dir: &Path, cgroups: &Cgroups, net: NetMode) -> LaunchSpec {
         let c = &self.config;
         let tmp = dir.join("tmp");
@@ -290,6 +307,8 @@ impl Runner {
                 processes: if restricted { 0 } else { c.processes },
             },
             cgroup_procs: cgroups.procs_files(),
+            outside_uid: self.outside().0,
+            outside_gid: self.outside().1,
         }
     }
 
@@ -325,6 +344,25 @@ impl Runner {
                 SandboxError::Spawn(format!("could not create {}: {e}", d.display()))
             })?;
         }
+        // The sandbox's user may pass through the call's directory (not list it), owns its
+        // temporary directory, and may reach the bridge's socket and hosts file.
+        let (uid, gid) = self.outside();
+        let setup = || -> std::io::Result<()> {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711))?;
+            std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o711))?;
+            if job.level > Isolation::None {
+                nix::unistd::chown(
+                    &dir.path().join("tmp"),
+                    Some(nix::unistd::Uid::from_raw(uid)),
+                    Some(nix::unistd::Gid::from_raw(gid)),
+                )?;
+            }
+            Ok(())
+        };
+        setup().map_err(|e| {
+            SandboxError::Spawn(format!("could not prepare the call's directory: {e}"))
+        })?;
         let level = job.level;
         let memory = if level == Isolation::Restricted {
             self.config.restricted_memory_bytes
@@ -356,6 +394,15 @@ impl Runner {
                 let listener = UnixListener::bind(&socket).map_err(|e| {
                     SandboxError::Spawn(format!("could not open the network bridge socket: {e}"))
                 })?;
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
+                        .map_err(|e| {
+                            SandboxError::Spawn(format!(
+                                "could not open the network bridge socket: {e}"
+                            ))
+                        })?;
+                }
                 let hosts_file = private.join("hosts");
                 std::fs::write(&hosts_file, bridge::hosts_file(&job.allowed_hosts)).map_err(
                     |e| SandboxError::Spawn(format!("could not write the sandbox hosts file: {e}")),

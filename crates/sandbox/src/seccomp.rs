@@ -99,9 +99,12 @@ pub(crate) fn deny_program(level: Isolation) -> Result<BpfProgram, String> {
         let flag = u64::from(flag.cast_unsigned());
         clone_rules.push(rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?])?);
     }
-    // Raw and packet sockets: no sniffing or forging traffic.
+    // Raw and packet sockets: no sniffing or forging traffic. Unix sockets: Landlock (ABI 6)
+    // does not cover connecting to a socket file, so none may be created (socketpair, which
+    // stays inside the process, remains).
     let mut socket_rules = vec![
         rule(vec![cond(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)?])?,
+        rule(vec![cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?])?,
         rule(vec![cond(
             1,
             SeccompCmpOp::MaskedEq(0xf),
@@ -114,12 +117,8 @@ pub(crate) fn deny_program(level: Isolation) -> Result<BpfProgram, String> {
         clone_rules.push(rule(vec![cond(0, SeccompCmpOp::MaskedEq(thread), 0)?])?);
         rules.insert(libc::SYS_fork, Vec::new());
         rules.insert(libc::SYS_vfork, Vec::new());
-        // No network: only Unix sockets (a socketpair inside the process) remain.
-        socket_rules = vec![rule(vec![cond(
-            0,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )?])?];
+        // No network and no sockets at all (socketpair, inside the process, remains).
+        socket_rules = Vec::new();
     }
     rules.insert(libc::SYS_clone, clone_rules);
     rules.insert(libc::SYS_socket, socket_rules);

@@ -44,6 +44,10 @@ pub struct LaunchSpec {
     pub limits: ResourceLimits,
     /// `cgroup.procs` files the launcher joins before anything else (memory and pids limits).
     pub cgroup_procs: Vec<PathBuf>,
+    /// The host user and group the program runs as from `standard` up (root inside its user
+    /// namespace, this uid/gid outside): an unprivileged one when toolgate runs as root.
+    pub outside_uid: u32,
+    pub outside_gid: u32,
 }
 
 /// The network the program sees.

@@ -92,8 +92,17 @@ async fn a_level_the_host_cannot_enforce_is_unavailable_never_weaker() {
         read_paths: vec![],
         write_paths: vec![],
         net: NetMode::Host,
-        limits: ResourceLimits { cpu_seconds: 5, address_space_bytes: 0, data_bytes: 0, open_files: 64, file_size_bytes: 0, processes: 0 },
+        limits: ResourceLimits {
+            cpu_seconds: 5,
+            address_space_bytes: 0,
+            data_bytes: 0,
+            open_files: 64,
+            file_size_bytes: 0,
+            processes: 0,
+        },
         cgroup_procs: vec![],
+        outside_uid: 65534,
+        outside_gid: 65534,
     };
     let runner = Runner::new(common::config());
     let outer = Job {
@@ -109,9 +118,18 @@ async fn a_level_the_host_cannot_enforce_is_unavailable_never_weaker() {
         max_stdout: 4096,
         label: "Tool nested".into(),
     };
-    let err = runner.run(outer, &CancellationToken::new()).await.unwrap_err();
-    let SandboxError::Unavailable(message) = &err else { panic!("{err:?}") };
-    assert!(message.contains("standard isolation needs user, PID and network namespaces"), "{message}");
+    let err = runner
+        .run(outer, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    let SandboxError::Unavailable(message) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        message.contains("needs user, PID and network namespaces")
+            || message.contains("could not drop supplementary groups"),
+        "{message}"
+    );
     assert!(!message.contains("the program ran"), "{message}");
 }
 
@@ -139,7 +157,9 @@ allowed_hosts = ["example.com", "example.com:0"]
 "#;
     let registry = Arc::new(Registry::new());
     registry.add_run_kind(Arc::new(toolgate_sandbox::CommandKind));
-    let err = registry.register_definition(ToolDefinition::parse(text, Format::Toml).unwrap()).unwrap_err();
+    let err = registry
+        .register_definition(ToolDefinition::parse(text, Format::Toml).unwrap())
+        .unwrap_err();
     let text = format!("{err:?}");
     for path in [
         "run.program",
@@ -153,6 +173,9 @@ allowed_hosts = ["example.com", "example.com:0"]
         "run.sandbox.allowed_hosts[0]",
         "run.sandbox.allowed_hosts[1]",
     ] {
-        assert!(text.contains(&format!("path: \"{path}\"")), "{path} missing from {text}");
+        assert!(
+            text.contains(&format!("path: \"{path}\"")),
+            "{path} missing from {text}"
+        );
     }
 }
