@@ -87,6 +87,15 @@ impl App {
         let http = PolicyClient::new(config.network.clone().with_env())
             .context("Cannot set up the HTTP client for network tools")?;
         let mut output_types = OutputTypes::with_defaults();
+        // Stored output types first; the config file's win on a name clash.
+        for (name, definition) in store.output_types().await.map_err(anyhow::Error::msg)? {
+            if config.output_types.contains_key(&name) {
+                continue;
+            }
+            if let Err(e) = output_types.insert(&name, definition) {
+                eprintln!("warning: stored output type {name} no longer loads: {e}");
+            }
+        }
         for (name, path) in &config.output_types {
             output_types.load_file(name, path).with_context(|| {
                 format!("Invalid output type {name:?} in the config file's [output_types]")

@@ -97,6 +97,14 @@ pub enum Command {
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
 
+    /// validate_output's output types kept in the store (add, list, show, rm).
+    ///
+    /// Output types are named JSON Schemas `validate_output` checks against; besides the store
+    /// they come from the config file's `[output_types]` (which wins on a name clash) and the
+    /// built-in `domain_map`. A running `toolgate serve` picks up changes when restarted.
+    #[command(subcommand, name = "output-types")]
+    OutputTypes(OutputTypesCommand),
+
     /// The audit log: every call, newest first (`audit show`, `audit output`, `audit verify`).
     Audit(AuditArgs),
 }
@@ -344,4 +352,31 @@ fn parse_effect(s: &str) -> Result<toolgate_core::Effect, String> {
 
 fn parse_consequence(s: &str) -> Result<toolgate_core::Consequence, String> {
     s.parse()
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OutputTypesCommand {
+    /// Add or replace an output type from a JSON file: a JSON Schema, or
+    /// {"description", "schema", "warnings"}. Checked before it is stored.
+    Add(OutputTypeAddArgs),
+    /// List the stored output types.
+    List,
+    /// Print one stored output type.
+    Show(OutputTypeNameArgs),
+    /// Remove a stored output type.
+    Rm(OutputTypeNameArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OutputTypeAddArgs {
+    /// The name callers pass as outputType (snake_case).
+    pub name: String,
+    /// The JSON file with the definition.
+    pub file: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct OutputTypeNameArgs {
+    /// The output type's name.
+    pub name: String,
 }

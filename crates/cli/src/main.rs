@@ -8,6 +8,7 @@ mod call;
 mod cli;
 mod config;
 mod definitions;
+mod output_types;
 mod plans;
 mod serve;
 mod tools;
@@ -95,6 +96,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call(args) => call::run(&App::new(g).await?, args).await,
         Command::Audit(args) => audit::run(&App::new(g).await?, args).await,
         Command::Approvals(cmd) => approvals::run(&App::new(g).await?, cmd).await,
+        Command::OutputTypes(cmd) => output_types::run(&App::new(g).await?, cmd).await,
     }
 }
 

@@ -55,6 +55,7 @@ mod definitions;
 mod error;
 mod events;
 mod gate;
+mod output_types;
 mod pipeline;
 mod plan;
 mod sync;
@@ -280,6 +281,11 @@ macro_rules! scripts {
                 3,
                 "approvals",
                 include_str!(concat!($dir, "/0003_approvals.sql")),
+            ),
+            (
+                4,
+                "output_types",
+                include_str!(concat!($dir, "/0004_output_types.sql")),
             ),
         ]
     };
