@@ -66,11 +66,9 @@ fn word_count_reads_inside_its_read_paths_and_nothing_else() {
         WORD_COUNT.replace("DATA", data.to_str().unwrap()),
     )
     .unwrap();
-    let inside = data.join("a.txt");
-    let args = format!("{{\"path\": {:?}}}", inside.to_str().unwrap());
-    let (code, json, err) = toolgate(
-        dir.path(),
-        &[
+    let count = |path: &Path| {
+        let args = format!("{{\"path\": {:?}}}", path.to_str().unwrap());
+        let call = [
             "--tools-dir",
             "tools",
             "call",
@@ -78,8 +76,11 @@ fn word_count_reads_inside_its_read_paths_and_nothing_else() {
             "--args",
             &args,
             "--json",
-        ],
-    );
+        ];
+        toolgate(dir.path(), &call)
+    };
+    let inside = data.join("a.txt");
+    let (code, json, err) = count(&inside);
     assert_eq!(code, 0, "{json} {err}");
     assert_eq!(
         json["data"],
@@ -87,20 +88,7 @@ fn word_count_reads_inside_its_read_paths_and_nothing_else() {
         "{json}"
     );
 
-    let outside = dir.path().join("secret.txt");
-    let args = format!("{{\"path\": {:?}}}", outside.to_str().unwrap());
-    let (code, json, err) = toolgate(
-        dir.path(),
-        &[
-            "--tools-dir",
-            "tools",
-            "call",
-            "word_count",
-            "--args",
-            &args,
-            "--json",
-        ],
-    );
+    let (code, json, err) = count(&dir.path().join("secret.txt"));
     assert_eq!(code, 1, "{json} {err}");
     assert_eq!(json["errorKind"], "execution", "{json}");
     let message = json["error"].as_str().unwrap();
