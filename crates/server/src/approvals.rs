@@ -1,11 +1,19 @@
 //! Durable approvals in the server: the pipeline's default approval gate, running an approved
 //! call once (with the principal's grants as configured now), recovery at startup, and the
-//! `approval` events waiters watch.
+//! `approval` events waiters watch — published at once for changes this process makes, and by
+//! the approval follower for changes read from the store, whoever made them (the CLI, another
+//! instance), each (approval, status) once.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate_store::{Approval, DurableApproval, HintFn, RecoveredApprovals, run_approved};
+use tokio::task::JoinHandle;
+use toolgate_core::CancellationToken;
+use toolgate_store::{
+    Approval, ApprovalCursor, DurableApproval, HintFn, RecoveredApprovals, Store, StoreError,
+    run_approved,
+};
 
 use crate::error::ServerError;
 use crate::events::{EventHub, HubEvent};
@@ -32,7 +40,7 @@ pub(crate) fn durable(
 ) -> Arc<DurableApproval> {
     Arc::new(
         DurableApproval::new(store, ttl, hint()).on_created(Arc::new(move |a: &Approval| {
-            hub.publish_event(event(a));
+            hub.publish_approval(a);
             if let Some(webhook) = &webhook {
                 webhook.notify(a);
             }
@@ -65,9 +73,25 @@ pub(crate) fn summary(a: &Approval) -> Value {
 }
 
 impl Gateway {
-    /// Publishes an `approval` event (created, decided, executed, indeterminate).
+    /// Publishes an `approval` event (created, decided, executed, indeterminate), unless the
+    /// approval follower got there first.
     pub(crate) fn publish_approval(&self, a: &Approval) {
-        self.events().publish_event(event(a));
+        self.events().publish_approval(a);
+    }
+
+    /// Starts the approval follower: every [`APPROVAL_POLL`] it reads the approvals changed
+    /// since it last looked (by any process sharing the store) and publishes the `approval`
+    /// event of each whose status was not published yet, so decisions made by the CLI or
+    /// another instance reach `/v1/events` too. Changes before the call are not replayed. It
+    /// stops when long-lived streams close ([`Gateway::drain`]); [`Gateway::start_sync`] calls it.
+    pub async fn follow_approvals(&self) -> Result<JoinHandle<()>, ServerError> {
+        let cursor = self.store().approval_cursor().await?;
+        Ok(tokio::spawn(follow(
+            self.store().clone(),
+            self.events().clone(),
+            cursor,
+            self.close_streams.child_token(),
+        )))
     }
 
     /// Runs approval `id` in a tracked task if it is approved (once: the store's claim decides
@@ -120,5 +144,56 @@ impl Gateway {
             self.run_approval(a.id.clone());
         }
         Ok(recovered)
+    }
+}
+
+/// How often the approval follower reads approval changes from the store (one indexed query).
+pub const APPROVAL_POLL: Duration = Duration::from_millis(500);
+
+/// How many changed approvals the follower reads per query.
+const FOLLOW_BATCH: u32 = 200;
+
+/// The approval follower's loop (see [`Gateway::follow_approvals`]).
+async fn follow(store: Store, hub: EventHub, mut cursor: ApprovalCursor, stop: CancellationToken) {
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(APPROVAL_POLL) => {}
+        }
+        let outcome = tokio::select! {
+            () = stop.cancelled() => return,
+            outcome = publish_changes(&store, &hub, &mut cursor) => outcome,
+        };
+        match outcome {
+            Ok(()) if failing => {
+                failing = false;
+                tracing::info!("approval changes are read from the store again");
+            }
+            Ok(()) => {}
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(error = %e, "approval changes could not be read from the store; `approval` events for changes made elsewhere wait until it answers again");
+            }
+            Err(e) => tracing::debug!(error = %e, "approval changes still cannot be read"),
+        }
+    }
+}
+
+/// Publishes the approvals changed after `cursor` and moves it past them.
+async fn publish_changes(
+    store: &Store,
+    hub: &EventHub,
+    cursor: &mut ApprovalCursor,
+) -> Result<(), StoreError> {
+    loop {
+        let (changed, next) = store.approval_changes(cursor, FOLLOW_BATCH).await?;
+        *cursor = next;
+        for a in &changed {
+            hub.publish_approval(a);
+        }
+        if changed.len() < FOLLOW_BATCH as usize {
+            return Ok(());
+        }
     }
 }

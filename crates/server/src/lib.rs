@@ -28,6 +28,7 @@ use toolgate_core::{
 };
 use toolgate_store::{AuditObserver, AuditStage, Plan, Store};
 
+pub use approvals::APPROVAL_POLL;
 pub use auth::{Auth, Caller, PrincipalEntry, parse_token_hash, token_hash};
 pub use error::{ServerError, ServerErrorKind};
 pub use events::{EventHub, HubEvent};
@@ -326,9 +327,10 @@ impl Gateway {
         result
     }
 
-    /// Loads stored definitions and starts the one store follower: it keeps the registry in
+    /// Loads stored definitions and starts the store followers: one keeps the registry in
     /// step (changes from the CLI or other instances) and feeds definition events to the event
-    /// hub; it stops when streams close. `serve_http` and `serve_stdio` call it.
+    /// hub, the other ([`Gateway::follow_approvals`]) publishes approval changes made elsewhere;
+    /// both stop when streams close. `serve_http` and `serve_stdio` call it.
     pub async fn start_sync(&self) -> Result<i64, ServerError> {
         let last = self.store.load_into(&self.registry).await?;
         let hub = self.hub.clone();
@@ -338,6 +340,7 @@ impl Gateway {
             self.close_streams.child_token(),
             move |event| hub.publish_definition(event),
         );
+        self.follow_approvals().await?;
         Ok(last)
     }
 }

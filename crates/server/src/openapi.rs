@@ -182,7 +182,7 @@ pub fn openapi_document() -> Value {
                     query_param("strict", "OpenAI formats: strict structured-outputs schemas", json!({ "type": "boolean" })),
                     query_param("tool", "Only this tool", json!({ "type": "string" }))
                 ]), None, ("200", json_body("Export", "The provider document and what had to change")), &["400", "401", "404", "422"]) },
-            "/v1/events": { "get": op("Server-sent events: `definition` (created, updated, deleted, validated), `call` (a finished call) and `approval` (created, decided, executed, indeterminate)", json!([]), None,
+            "/v1/events": { "get": op("Server-sent events: `definition` (created, updated, deleted, validated), `call` (a finished call) and `approval` (an approval's new status: created, decided, expired, running, executed, indeterminate — whether it changed through this server, the CLI or another instance)", json!([]), None,
                 ("200", json!({ "description": "An SSE stream; each event's data is JSON", "content": { "text/event-stream": { "schema": { "type": "string" } } } })), &["401"]) },
             "/mcp": { "post": {
                 "summary": "MCP Streamable HTTP endpoint (JSON-RPC; GET opens the server stream, DELETE ends a session)",

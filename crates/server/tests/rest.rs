@@ -1046,6 +1046,215 @@ async fn events_stream_definition_and_call_events() {
     }
 }
 
+/// `GET /v1/events` read frame by frame, split into (event name, JSON data); the statuses of
+/// the `approval` events read so far are kept per approval id, in order.
+struct EventStream {
+    body: axum::body::Body,
+    buffer: String,
+    approvals: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl EventStream {
+    async fn open(h: &Harness) -> Self {
+        let req = axum::http::Request::builder()
+            .uri("/v1/events")
+            .header("host", "localhost")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let resp = tower::ServiceExt::oneshot(h.router.clone(), req)
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        Self {
+            body: resp.into_body(),
+            buffer: String::new(),
+            approvals: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The next event, or `None` once `deadline` passes.
+    async fn next(&mut self, deadline: tokio::time::Instant) -> Option<(String, Value)> {
+        use http_body_util::BodyExt;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut name = String::new();
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        name = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim());
+                    }
+                }
+                if name.is_empty() {
+                    continue;
+                }
+                let data: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                if name == "approval" {
+                    self.approvals
+                        .entry(data["id"].as_str().unwrap().to_owned())
+                        .or_default()
+                        .push(data["status"].as_str().unwrap().to_owned());
+                }
+                return Some((name, data));
+            }
+            let frame = tokio::time::timeout_at(deadline, self.body.frame())
+                .await
+                .ok()?
+                .unwrap()
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                self.buffer.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    }
+
+    /// Reads events until approval `id` has had an event with `status` (`true`) or `deadline`
+    /// passes (`false`).
+    async fn wait_for(&mut self, id: &str, status: &str, deadline: tokio::time::Instant) -> bool {
+        loop {
+            if self.statuses(id).contains(&status) {
+                return true;
+            }
+            if self.next(deadline).await.is_none() {
+                return false;
+            }
+        }
+    }
+
+    /// Reads every event until `deadline`.
+    async fn drain_until(&mut self, deadline: tokio::time::Instant) {
+        while self.next(deadline).await.is_some() {}
+    }
+
+    /// The statuses of approval `id`'s events so far, in order.
+    fn statuses(&self, id: &str) -> Vec<&str> {
+        self.approvals
+            .get(id)
+            .map(|v| v.iter().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// A pending approval of `write_file`, asked for over REST.
+async fn pending_write(h: &Harness, path: &str) -> String {
+    let r = h
+        .send(
+            Method::POST,
+            "/v1/tools/write_file/call",
+            None,
+            Some(json!({"arguments": {"path": path, "content": "x"}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    r.json["approval"]["id"].as_str().unwrap().to_owned()
+}
+
+fn within(seconds: f64) -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs_f64(seconds)
+}
+
+/// Three rounds of the approval follower: long enough for it to repeat anything it would.
+fn follower_rounds() -> tokio::time::Instant {
+    within(3.0 * toolgate_server::APPROVAL_POLL.as_secs_f64())
+}
+
+#[tokio::test]
+async fn approvals_decided_by_another_process_reach_the_event_stream() {
+    let h = Harness::new(Vec::new()).await;
+    decided_elsewhere_body(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_decided_by_another_instance_reach_the_event_stream_on_postgres() {
+    let Some(h) = Harness::on_postgres(toolgate_server::GatewayOptions::default()).await else {
+        return;
+    };
+    decided_elsewhere_body(&h).await;
+    h.cleanup().await;
+}
+
+async fn decided_elsewhere_body(h: &Harness) {
+    h.gw.start_sync().await.unwrap();
+    let mut events = EventStream::open(h).await;
+    let denied = pending_write(h, "denied.txt").await;
+    let ran = pending_write(h, "ran.txt").await;
+    // The CLI (or another instance) opens the same database and decides there.
+    let cli = h.second_store().await;
+    cli.decide_approval(&denied, false, "cli:tester", Some("not today"))
+        .await
+        .unwrap();
+    assert!(
+        events.wait_for(&denied, "denied", within(3.0)).await,
+        "the decision made elsewhere arrives as an event: {:?}",
+        events.approvals
+    );
+    // Approved and run elsewhere (the CLI runs what it approves): the result arrives too.
+    cli.decide_approval(&ran, true, "cli:tester", None)
+        .await
+        .unwrap();
+    cli.claim_approval(&ran).await.unwrap().unwrap();
+    cli.finish_approval(&ran, &json!({"tool": "write_file", "data": {}}))
+        .await
+        .unwrap();
+    assert!(
+        events.wait_for(&ran, "executed", within(3.0)).await,
+        "{:?}",
+        events.approvals
+    );
+    // Each status once, however many times the follower looks.
+    events.drain_until(follower_rounds()).await;
+    assert_eq!(events.statuses(&denied), ["pending", "denied"]);
+    let of_ran = events.statuses(&ran);
+    assert_eq!(of_ran.first(), Some(&"pending"), "{of_ran:?}");
+    assert_eq!(of_ran.last(), Some(&"executed"), "{of_ran:?}");
+    let mut unique = of_ran.clone();
+    unique.dedup();
+    assert_eq!(unique, of_ran, "no status twice");
+    cli.close().await;
+}
+
+#[tokio::test]
+async fn approval_events_of_changes_made_here_are_not_repeated() {
+    let h = Harness::new(Vec::new()).await;
+    h.gw.start_sync().await.unwrap();
+    let mut events = EventStream::open(&h).await;
+    let denied = pending_write(&h, "no.txt").await;
+    let ran = pending_write(&h, "yes.txt").await;
+    let r = h
+        .send(
+            Method::POST,
+            &format!("/v1/approvals/{denied}/deny"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let r = h
+        .send(
+            Method::POST,
+            &format!("/v1/approvals/{ran}/approve"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert!(
+        events.wait_for(&ran, "executed", within(4.0)).await,
+        "the approved call ran: {:?}",
+        events.approvals
+    );
+    events.drain_until(follower_rounds()).await;
+    assert_eq!(events.statuses(&denied), ["pending", "denied"]);
+    // `running` is not announced by the run itself; the follower may have caught it, once.
+    let of_ran = events.statuses(&ran);
+    let mut announced = of_ran.clone();
+    announced.retain(|s| *s != "running");
+    assert_eq!(announced, ["pending", "approved", "executed"], "{of_ran:?}");
+    assert!(of_ran.iter().filter(|s| **s == "running").count() <= 1);
+}
+
 /// Sends one HTTP/1.1 request over a fresh connection and returns the response body.
 async fn raw_post(addr: std::net::SocketAddr, path: &str, body: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -194,8 +194,9 @@ api.onUnauthorized(() => {
 
 async function start() {
   window.addEventListener('hashchange', render);
-  // Approvals created or decided outside this server (the CLI, another instance) send no event.
-  window.setInterval(() => { if (!signedOut && !document.hidden) refreshPending(); }, 15000);
+  // `approval` events keep the counter current whoever decides (the server follows the database
+  // for the CLI and other instances); this slow poll only repairs what a dropped stream missed.
+  window.setInterval(() => { if (!signedOut && !document.hidden) refreshPending(); }, 60000);
   try {
     await api.get('/v1/tools?limit=1');
   } catch (e) {

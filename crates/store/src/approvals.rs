@@ -5,6 +5,10 @@
 //! transaction, so concurrent deciders, runners and processes agree on one outcome:
 //! `pending → approved | denied | expired`, `approved → running → executed`, and after a crash
 //! `running → indeterminate` (started, no recorded result: never re-run automatically).
+//!
+//! Every change also gives the row the next *revision* (one more than the largest, assigned under
+//! the same serializing lock), so revisions grow in commit order and another process can follow
+//! the changes with [`Store::approval_changes`] from an [`ApprovalCursor`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -177,6 +181,14 @@ pub struct RecoveredApprovals {
     pub indeterminate: Vec<Approval>,
 }
 
+/// A position in the order approvals changed in (see [`Store::approval_changes`]): after the
+/// change with this revision to the approval with this id. The default is before every change.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApprovalCursor {
+    revision: i64,
+    id: String,
+}
+
 type Row = (
     String,
     String,
@@ -189,13 +201,39 @@ type Row = (
     Option<String>,
 );
 
+/// A [`Row`] preceded by the row's revision.
+type RevisionRow = (
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// The columns of a [`Row`].
+macro_rules! columns {
+    () => {
+        "id, request_json, status, decided_at, decided_by, decision_reason, started_at, finished_at, result_json"
+    };
+}
+
 /// `SELECT <columns> FROM approvals <rest>` as a static string (sqlx takes no dynamic SQL).
 macro_rules! select {
     ($rest:literal) => {
-        concat!(
-            "SELECT id, request_json, status, decided_at, decided_by, decision_reason, started_at, finished_at, result_json FROM approvals ",
-            $rest
-        )
+        concat!("SELECT ", columns!(), " FROM approvals ", $rest)
+    };
+}
+
+/// The revision the next change gets: evaluated inside the serialized write transaction, so
+/// revisions grow in commit order (every statement that changes an approval sets it).
+macro_rules! next_revision {
+    () => {
+        "(SELECT COALESCE(MAX(revision), 0) + 1 FROM approvals)"
     };
 }
 
@@ -297,10 +335,12 @@ impl Store {
                     (found, false)
                 }
                 None => {
-                    sqlx::query(
-                        "INSERT INTO approvals (id, call_id, tool, principal, idempotency_key, request_json, status, created_at, expires_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)",
-                    )
+                    sqlx::query(concat!(
+                        "INSERT INTO approvals (id, call_id, tool, principal, idempotency_key, request_json, status, created_at, expires_at, revision) \
+                         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, ",
+                        next_revision!(),
+                        ")"
+                    ))
                     .bind(&id)
                     .bind(&request.call_id)
                     .bind(&request.tool)
@@ -392,10 +432,11 @@ impl Store {
         };
         let at = ts(now());
         let changed = write_tx!(self, LOCK_APPROVALS, tx => {
-            sqlx::query(
-                "UPDATE approvals SET status = $1, decided_at = $2, decided_by = $3, decision_reason = $4 \
-                 WHERE id = $5 AND status = 'pending'",
-            )
+            sqlx::query(concat!(
+                "UPDATE approvals SET status = $1, decided_at = $2, decided_by = $3, decision_reason = $4, revision = ",
+                next_revision!(),
+                " WHERE id = $5 AND status = 'pending'"
+            ))
             .bind(to.as_str())
             .bind(&at)
             .bind(by)
@@ -422,9 +463,11 @@ impl Store {
     pub async fn claim_approval(&self, id: &str) -> Result<Option<Approval>, StoreError> {
         let at = ts(now());
         let changed = write_tx!(self, LOCK_APPROVALS, tx => {
-            sqlx::query(
-                "UPDATE approvals SET status = 'running', started_at = $1 WHERE id = $2 AND status = 'approved'",
-            )
+            sqlx::query(concat!(
+                "UPDATE approvals SET status = 'running', started_at = $1, revision = ",
+                next_revision!(),
+                " WHERE id = $2 AND status = 'approved'"
+            ))
             .bind(&at)
             .bind(id)
             .execute(&mut *tx)
@@ -443,9 +486,11 @@ impl Store {
         let at = ts(now());
         let json = result.to_string();
         let changed = write_tx!(self, LOCK_APPROVALS, tx => {
-            sqlx::query(
-                "UPDATE approvals SET status = 'executed', finished_at = $1, result_json = $2 WHERE id = $3 AND status = 'running'",
-            )
+            sqlx::query(concat!(
+                "UPDATE approvals SET status = 'executed', finished_at = $1, result_json = $2, revision = ",
+                next_revision!(),
+                " WHERE id = $3 AND status = 'running'"
+            ))
             .bind(&at)
             .bind(&json)
             .bind(id)
@@ -461,20 +506,114 @@ impl Store {
         Ok(approval)
     }
 
-    /// Marks pending approvals whose time ran out as `expired`; returns how many.
+    /// Marks pending approvals whose time ran out as `expired`; returns how many. A plain read
+    /// finds them first, so the write lock is taken only when one expired.
     pub async fn expire_approvals(&self) -> Result<u64, StoreError> {
         let at = ts(now());
-        let changed = on_pool!(self, p => {
-            sqlx::query(
-                "UPDATE approvals SET status = 'expired', decided_at = expires_at WHERE status = 'pending' AND expires_at <= $1",
+        let due: Option<String> = on_pool!(self, p => {
+            sqlx::query_scalar(
+                "SELECT id FROM approvals WHERE status = 'pending' AND expires_at <= $1 LIMIT 1",
             )
             .bind(&at)
-            .execute(p)
+            .fetch_optional(p)
+            .await
+            .map_err(StoreError::db("reading expired approvals"))?
+        });
+        if due.is_none() {
+            return Ok(0);
+        }
+        let changed = write_tx!(self, LOCK_APPROVALS, tx => {
+            sqlx::query(concat!(
+                "UPDATE approvals SET status = 'expired', decided_at = expires_at, revision = ",
+                next_revision!(),
+                " WHERE status = 'pending' AND expires_at <= $1"
+            ))
+            .bind(&at)
+            .execute(&mut *tx)
             .await
             .map_err(StoreError::db("expiring approvals"))?
             .rows_affected()
         });
         Ok(changed)
+    }
+
+    /// Where the approvals' changes stand now: follow later ones from here with
+    /// [`Store::approval_changes`].
+    pub async fn approval_cursor(&self) -> Result<ApprovalCursor, StoreError> {
+        let newest: Option<(i64, String)> = on_pool!(self, p => {
+            sqlx::query_as("SELECT revision, id FROM approvals ORDER BY revision DESC, id DESC LIMIT 1")
+                .fetch_optional(p)
+                .await
+                .map_err(StoreError::db("reading the newest approval change"))?
+        });
+        Ok(newest
+            .map(|(revision, id)| ApprovalCursor { revision, id })
+            .unwrap_or_default())
+    }
+
+    /// Approvals changed after `after` (created, decided, expired, claimed, finished — by this
+    /// process or any other sharing the database), oldest change first, at most `limit`, each
+    /// as it stands now; and the cursor to continue from. Pending approvals whose time ran out
+    /// are expired first, so their expiry shows up as a change. An approval that changed twice
+    /// since `after` appears once, with its latest status; one whose row cannot be read is
+    /// skipped with a warning (the cursor still moves past it).
+    pub async fn approval_changes(
+        &self,
+        after: &ApprovalCursor,
+        limit: u32,
+    ) -> Result<(Vec<Approval>, ApprovalCursor), StoreError> {
+        self.expire_approvals().await?;
+        let rows: Vec<RevisionRow> = on_pool!(self, p => {
+            sqlx::query_as(concat!(
+                "SELECT revision, ",
+                columns!(),
+                " FROM approvals WHERE (revision, id) > ($1, $2) ORDER BY revision, id LIMIT $3"
+            ))
+            .bind(after.revision)
+            .bind(&after.id)
+            .bind(i64::from(limit))
+            .fetch_all(p)
+            .await
+            .map_err(StoreError::db("reading approval changes"))?
+        });
+        let mut next = after.clone();
+        let mut changed = Vec::with_capacity(rows.len());
+        for (
+            revision,
+            id,
+            request,
+            status,
+            decided_at,
+            decided_by,
+            reason,
+            started,
+            finished,
+            result,
+        ) in rows
+        {
+            next = ApprovalCursor {
+                revision,
+                id: id.clone(),
+            };
+            // An unreadable row is skipped (and said so), so it cannot stop a follower for good.
+            match from_row((
+                id.clone(),
+                request,
+                status,
+                decided_at,
+                decided_by,
+                reason,
+                started,
+                finished,
+                result,
+            )) {
+                Ok(a) => changed.push(a),
+                Err(e) => {
+                    tracing::warn!(approval = %id, error = %e, "a changed approval could not be read; skipped")
+                }
+            }
+        }
+        Ok((changed, next))
     }
 
     /// After a restart: approvals that were `running` (the process died mid-call, no result)
@@ -488,9 +627,11 @@ impl Store {
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(StoreError::db("reading running approvals"))?;
-            sqlx::query(
-                "UPDATE approvals SET status = 'indeterminate', finished_at = $1 WHERE status = 'running'",
-            )
+            sqlx::query(concat!(
+                "UPDATE approvals SET status = 'indeterminate', finished_at = $1, revision = ",
+                next_revision!(),
+                " WHERE status = 'running'"
+            ))
             .bind(&at)
             .execute(&mut *tx)
             .await

@@ -78,7 +78,9 @@ use sqlx::{Connection, SqlSafeStr};
 use tokio::sync::{broadcast, watch};
 use toolgate_core::CancellationToken;
 
-pub use approvals::{Approval, ApprovalStatus, NewApproval, RecoveredApprovals, arguments_sha256};
+pub use approvals::{
+    Approval, ApprovalCursor, ApprovalStatus, NewApproval, RecoveredApprovals, arguments_sha256,
+};
 pub use audit::{AuditCall, AuditQuery, AuditRecord, AuditStart, BrokenLink, VerifyReport};
 pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
@@ -286,6 +288,11 @@ macro_rules! scripts {
                 4,
                 "output_types",
                 include_str!(concat!($dir, "/0004_output_types.sql")),
+            ),
+            (
+                5,
+                "approval_revisions",
+                include_str!(concat!($dir, "/0005_approval_revisions.sql")),
             ),
         ]
     };

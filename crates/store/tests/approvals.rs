@@ -1,6 +1,7 @@
 //! Durable approvals in the store, on each backend: every transition and the ones refused,
 //! idempotency keys, expiry, racing deciders and runners (exactly one wins), and recovery after
-//! a restart (approved → run once, running → indeterminate).
+//! a restart (approved → run once, running → indeterminate), and following every change from
+//! another instance by revision.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -17,7 +18,8 @@ use toolgate_core::{
     ToolDefinition,
 };
 use toolgate_store::{
-    ApprovalStatus, DurableApproval, NewApproval, StoreErrorKind, arguments_sha256, run_approved,
+    Approval, ApprovalCursor, ApprovalStatus, DurableApproval, NewApproval, Store, StoreErrorKind,
+    arguments_sha256, run_approved,
 };
 
 on_each_backend! {
@@ -29,6 +31,8 @@ on_each_backend! {
     recovery_runs_approved_calls_and_marks_interrupted_ones => recovery_body;
     a_durable_approval_runs_the_approved_call_once => gate_body;
     an_approval_is_bound_to_principal_definition_and_arguments => binding_body;
+    approval_changes_are_followed_from_another_instance => changes_body;
+    concurrent_changes_are_all_followed => concurrent_changes_body;
 }
 
 fn new(key: Option<&str>) -> NewApproval {
@@ -494,4 +498,158 @@ async fn binding_body(db: &TestDb) {
         "{result:?}"
     );
     assert_eq!(count.load(Ordering::SeqCst), 0);
+}
+
+/// Every change after `cursor`, read `limit` at a time as a follower would; moves `cursor`.
+async fn changes(store: &Store, cursor: &mut ApprovalCursor, limit: u32) -> Vec<Approval> {
+    let mut out = Vec::new();
+    loop {
+        let (batch, next) = store.approval_changes(cursor, limit).await.unwrap();
+        *cursor = next;
+        let done = batch.len() < limit as usize;
+        out.extend(batch);
+        if done {
+            return out;
+        }
+    }
+}
+
+fn statuses(changed: &[Approval]) -> Vec<(String, ApprovalStatus)> {
+    changed.iter().map(|a| (a.id.clone(), a.status)).collect()
+}
+
+async fn changes_body(db: &TestDb) {
+    let store = &db.store;
+    // The follower starts where things stand: nothing before is replayed.
+    let (old, _) = store.request_approval(new(None)).await.unwrap();
+    let mut cursor = store.approval_cursor().await.unwrap();
+    assert!(changes(store, &mut cursor, 10).await.is_empty());
+
+    // Another instance (the CLI, say) on the same database makes the changes.
+    let other = db.reopen().await;
+    let (a, _) = other.request_approval(new(None)).await.unwrap();
+    let (b, _) = other.request_approval(new(None)).await.unwrap();
+    assert_eq!(
+        statuses(&changes(store, &mut cursor, 1).await),
+        [
+            (a.id.clone(), ApprovalStatus::Pending),
+            (b.id.clone(), ApprovalStatus::Pending)
+        ]
+    );
+    other
+        .decide_approval(&b.id, false, "cli:alice", Some("no"))
+        .await
+        .unwrap();
+    other
+        .decide_approval(&a.id, true, "cli:alice", None)
+        .await
+        .unwrap();
+    let seen = changes(store, &mut cursor, 10).await;
+    assert_eq!(
+        statuses(&seen),
+        [
+            (b.id.clone(), ApprovalStatus::Denied),
+            (a.id.clone(), ApprovalStatus::Approved)
+        ]
+    );
+    assert_eq!(seen[0].decided_by.as_deref(), Some("cli:alice"));
+    // Two changes between reads: the approval appears once, as it stands.
+    other.claim_approval(&a.id).await.unwrap().unwrap();
+    other
+        .finish_approval(&a.id, &json!({"data": 1}))
+        .await
+        .unwrap();
+    assert_eq!(
+        statuses(&changes(store, &mut cursor, 10).await),
+        [(a.id.clone(), ApprovalStatus::Executed)]
+    );
+
+    // Expiry is a change too, found by the read itself; approvals expiring together (one
+    // revision) are each read once, however small the pages.
+    let mut expiring = Vec::new();
+    for _ in 0..3 {
+        let mut short = new(None);
+        short.ttl = Duration::from_millis(300);
+        expiring.push(other.request_approval(short).await.unwrap().0.id);
+    }
+    expiring.sort();
+    let created = changes(store, &mut cursor, 2).await;
+    assert_eq!(created.len(), 3);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let expired = changes(store, &mut cursor, 1).await;
+    assert!(expired.iter().all(|a| a.status == ApprovalStatus::Expired));
+    let mut ids: Vec<String> = expired.iter().map(|a| a.id.clone()).collect();
+    ids.sort();
+    if created.iter().all(|a| a.status == ApprovalStatus::Pending) {
+        assert_eq!(ids, expiring);
+    } else {
+        // A slow machine: some expired before the first read, which reported them so.
+        ids.dedup();
+        assert_eq!(ids.len(), expired.len(), "each read once");
+    }
+    // The untouched approval from before never appeared; the cursor is where a new follower
+    // would start.
+    assert_eq!(
+        store.approval(&old.id).await.unwrap().unwrap().status,
+        ApprovalStatus::Pending
+    );
+    assert_eq!(store.approval_cursor().await.unwrap(), cursor);
+    // Recovery after a restart marks running approvals indeterminate: a change.
+    let (c, _) = store.request_approval(new(None)).await.unwrap();
+    store
+        .decide_approval(&c.id, true, "alice", None)
+        .await
+        .unwrap();
+    store.claim_approval(&c.id).await.unwrap().unwrap();
+    let _ = changes(store, &mut cursor, 10).await;
+    other.recover_approvals().await.unwrap();
+    assert_eq!(
+        statuses(&changes(store, &mut cursor, 10).await),
+        [(c.id.clone(), ApprovalStatus::Indeterminate)]
+    );
+    other.close().await;
+}
+
+async fn concurrent_changes_body(db: &TestDb) {
+    // Two instances create and decide approvals at once while a third follows: every approval's
+    // final status reaches the follower (revisions grow in commit order, so none is skipped).
+    let follower = db.reopen().await;
+    let mut cursor = follower.approval_cursor().await.unwrap();
+    let other = db.reopen().await;
+    let mut writers = Vec::new();
+    for store in [db.store.clone(), other.clone()] {
+        writers.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..6 {
+                let (a, _) = store.request_approval(new(None)).await.unwrap();
+                store
+                    .decide_approval(&a.id, i % 2 == 0, "racer", None)
+                    .await
+                    .unwrap();
+                ids.push(a.id);
+            }
+            ids
+        }));
+    }
+    let mut last = std::collections::HashMap::new();
+    while !writers.iter().all(tokio::task::JoinHandle::is_finished) {
+        for a in changes(&follower, &mut cursor, 3).await {
+            last.insert(a.id, a.status);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut ids = Vec::new();
+    for w in writers {
+        ids.extend(w.await.unwrap());
+    }
+    for a in changes(&follower, &mut cursor, 3).await {
+        last.insert(a.id, a.status);
+    }
+    assert_eq!(last.len(), ids.len());
+    for id in &ids {
+        let stored = db.store.approval(id).await.unwrap().unwrap().status;
+        assert_eq!(last.get(id), Some(&stored), "{id}");
+    }
+    follower.close().await;
+    other.close().await;
 }

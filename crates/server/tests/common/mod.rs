@@ -1,5 +1,7 @@
-//! Test harness: a gateway on a fresh SQLite store, requests through the real router, and
-//! checks of every response against the OpenAPI document.
+//! Test harness: a gateway on a fresh SQLite store (or, for the tests that need one, a fresh
+//! PostgreSQL schema at `postgres://postgres@127.0.0.1:5432/test`: skipped with a note when
+//! unreachable, a failure with `CI=true`), requests through the real router, and checks of
+//! every response against the OpenAPI document.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -22,7 +24,12 @@ pub struct Harness {
     pub router: axum::Router,
     pub _dir: tempfile::TempDir,
     pub doc: Value,
+    /// Where the gateway's store is, to open a second handle (another process) on it.
+    pub db: (DbUrl, StoreOptions),
 }
+
+/// The PostgreSQL server the PostgreSQL variants use.
+pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 pub struct Reply {
     pub status: StatusCode,
@@ -96,14 +103,56 @@ impl Harness {
     }
 
     pub async fn with_options(options: GatewayOptions) -> Self {
-        toolgate_server::install_prometheus();
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(
-            &DbUrl::Sqlite(dir.path().join("t.db")),
-            &StoreOptions::default(),
-        )
-        .await
-        .unwrap();
+        let db = (
+            DbUrl::Sqlite(dir.path().join("t.db")),
+            StoreOptions::default(),
+        );
+        Self::on(options, dir, db).await
+    }
+
+    /// A gateway on a fresh PostgreSQL schema, or `None` (with a note) when PostgreSQL is
+    /// unreachable — which fails the test instead with `CI=true`. Drop the schema afterwards
+    /// with [`Harness::cleanup`].
+    pub async fn on_postgres(options: GatewayOptions) -> Option<Self> {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let schema = format!(
+            "tgs_{}_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        );
+        let db = (
+            DbUrl::parse(PG_URL).unwrap(),
+            StoreOptions {
+                pg_schema: Some(schema),
+            },
+        );
+        match Store::open(&db.0, &db.1).await {
+            Ok(probe) => probe.close().await,
+            Err(e) => {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "PostgreSQL at {PG_URL} is required in CI (CI=true) but unreachable: {e}"
+                );
+                eprintln!("note: skipping the PostgreSQL variant of this test: {e}");
+                return None;
+            }
+        }
+        Some(Self::on(options, tempfile::tempdir().unwrap(), db).await)
+    }
+
+    async fn on(
+        options: GatewayOptions,
+        dir: tempfile::TempDir,
+        db: (DbUrl, StoreOptions),
+    ) -> Self {
+        toolgate_server::install_prometheus();
+        let store = Store::open(&db.0, &db.1).await.unwrap();
         let registry = Arc::new(Registry::new());
         registry
             .register_all(toolgate_builtins::builtin_tools(dir.path()).unwrap(), true)
@@ -118,6 +167,28 @@ impl Harness {
             router,
             _dir: dir,
             doc: toolgate_server::openapi_document(),
+            db,
+        }
+    }
+
+    /// A second, independent store on the gateway's database (the CLI, another instance).
+    pub async fn second_store(&self) -> Store {
+        Store::open(&self.db.0, &self.db.1).await.unwrap()
+    }
+
+    /// Closes the store and drops a PostgreSQL schema (best effort).
+    pub async fn cleanup(self) {
+        self.gw.store().close().await;
+        if let (DbUrl::Postgres(url), Some(schema)) = (&self.db.0, &self.db.1.pg_schema) {
+            use sqlx::Connection;
+            if let Ok(mut conn) = sqlx::PgConnection::connect(url).await {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
+                )))
+                .execute(&mut conn)
+                .await;
+                let _ = conn.close().await;
+            }
         }
     }
 

@@ -138,9 +138,10 @@ export async function render(page) {
   await load();
 
   let timer = null;
-  // Decisions made through this server arrive as events at once; those made by the CLI or
-  // another instance (straight in the database) are picked up by this poll.
-  const poll = window.setInterval(() => { if (!document.hidden) load(); }, 5000);
+  // Every change arrives as an `approval` event, whoever made it: this server's own at once, those
+  // of the CLI or another instance (straight in the database) within about a second, as the
+  // server follows the database. This slow poll only repairs what a dropped event stream missed.
+  const poll = window.setInterval(() => { if (!document.hidden) load(); }, 30000);
   return {
     onEvent(name) {
       if (name === 'approval') {
