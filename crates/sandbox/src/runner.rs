@@ -326,9 +326,6 @@ impl Runner {
                 job.program.display()
             )));
         }
-        if !job.allowed_hosts.is_empty() && job.level < Isolation::Strict {
-            // Below strict the program has the host's network anyway; nothing to bridge.
-        }
         let dir = tempfile::Builder::new()
             .prefix("toolgate-call-")
             .tempdir_in(&self.config.temp_root)
