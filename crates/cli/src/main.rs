@@ -21,6 +21,11 @@ use tracing_subscriber::EnvFilter;
 use crate::app::App;
 use crate::cli::{Cli, Command, ToolsCommand};
 
+// mimalloc rather than glibc's malloc: serving MCP allocates and frees many small buffers per
+// call (JSON, headers, envelopes), and glibc's malloc was ~17% of the server's CPU under load.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // Hidden modes first, before any thread starts: the sandbox launcher, the first process of a
     // sandbox's PID namespace, its network bridge, its user-id mapper, or a worker running one

@@ -38,7 +38,7 @@ pub use pipeline::{
 };
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use runkind::RunKind;
-pub use spec::{Limits, Resolved, ToolSpec, write_canonical};
+pub use spec::{Limits, Resolved, ToolSpec, write_canonical, write_json_string};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{BoxFuture, FnTool, Tool, ToolBuilder, ToolOutput, schema_of};
 pub use validate::{Env, Issue, Lookup, ValidationReport, validate, validate_in};

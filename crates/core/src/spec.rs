@@ -244,7 +244,9 @@ impl fmt::Debug for ToolSpec {
     }
 }
 
-/// Canonical JSON: object keys sorted by code point, no insignificant whitespace.
+/// Canonical JSON: object keys sorted by code point, no insignificant whitespace. Strings and
+/// numbers are written exactly as `serde_json` writes them (hashes over this text are stored, so
+/// it must never change).
 pub fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
@@ -255,7 +257,7 @@ pub fn write_canonical(value: &Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&Value::String((*k).clone()).to_string());
+                write_json_string(k, out);
                 out.push(':');
                 if let Some(v) = map.get(*k) {
                     write_canonical(v, out);
@@ -273,6 +275,47 @@ pub fn write_canonical(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        other => out.push_str(&other.to_string()),
+        Value::String(s) => write_json_string(s, out),
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(_) => {
+            use std::fmt::Write as _;
+            // Writing into a String cannot fail.
+            let _ = write!(out, "{value}");
+        }
     }
+}
+
+/// Appends `s` as a JSON string literal, escaped exactly as `serde_json` escapes it: quote and
+/// backslash, the short escapes `\b \t \n \f \r`, other control characters as `\u00xx`, everything
+/// else (including non-ASCII) as is.
+pub fn write_json_string(s: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    let mut start = 0;
+    for (i, byte) in s.bytes().enumerate() {
+        let escape: &str = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
 }

@@ -1157,3 +1157,19 @@ fn param_type_matches_json_values() {
         }
     }
 }
+
+#[test]
+fn write_json_string_escapes_exactly_like_serde_json() {
+    let mut every_char: String = (0u32..0x800).filter_map(char::from_u32).collect();
+    every_char.push_str("😀\u{2028}\u{fffd}");
+    for s in [
+        String::new(),
+        "plain".to_owned(),
+        every_char,
+        "\"\\\u{0}\u{1f}\u{7f}".to_owned(),
+    ] {
+        let mut out = String::new();
+        toolgate_core::write_json_string(&s, &mut out);
+        assert_eq!(out, serde_json::to_string(&s).unwrap());
+    }
+}

@@ -13,9 +13,11 @@ use std::sync::Weak;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
-use toolgate_core::{CallId, ErrorKind, Outcome, Principal, ToolResult, ToolSpec, write_canonical};
+use toolgate_core::{
+    CallId, ErrorKind, Outcome, Principal, ToolResult, ToolSpec, write_canonical, write_json_string,
+};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -253,31 +255,64 @@ struct Entry {
 impl Entry {
     /// SHA-256 over `prev_hash` followed by the canonical JSON of the content columns.
     fn compute_hash(&self) -> String {
-        let content = json!({
-            "seq": self.seq,
-            "kind": self.kind,
-            "callId": self.call_id,
-            "tool": self.tool,
-            "definitionHash": self.definition_hash,
-            "principal": self.principal,
-            "input": self.input_json,
-            "errorKind": self.error_kind,
-            "error": self.error,
-            "data": self.data_json,
-            "outputRef": self.output_ref,
-            "outputSha256": self.output_sha256,
-            "attempts": self.attempts,
-            "durationMs": self.duration_ms,
-            "fetchedAt": self.fetched_at,
-            "truncated": self.truncated,
-            "recordedAt": self.recorded_at,
-        });
-        let mut canonical = String::new();
-        write_canonical(&content, &mut canonical);
         let mut hasher = Sha256::new();
         hasher.update(self.prev_hash.as_bytes());
-        hasher.update(canonical.as_bytes());
+        hasher.update(self.canonical_content().as_bytes());
         hex(&hasher.finalize())
+    }
+
+    /// The content columns as canonical JSON (keys sorted, see `write_canonical`), written
+    /// directly: this runs once per audit entry, on the hot path of every call.
+    fn canonical_content(&self) -> String {
+        fn opt_str(out: &mut String, v: Option<&str>) {
+            match v {
+                Some(s) => write_json_string(s, out),
+                None => out.push_str("null"),
+            }
+        }
+        fn number(out: &mut String, v: Value) {
+            write_canonical(&v, out);
+        }
+        let mut out = String::with_capacity(
+            256 + self.input_json.len() + self.data_json.as_ref().map_or(0, String::len),
+        );
+        // Keys in code-point order, as `write_canonical` sorts them.
+        out.push_str("{\"attempts\":");
+        number(&mut out, self.attempts.map_or(Value::Null, Value::from));
+        out.push_str(",\"callId\":");
+        write_json_string(&self.call_id, &mut out);
+        out.push_str(",\"data\":");
+        opt_str(&mut out, self.data_json.as_deref());
+        out.push_str(",\"definitionHash\":");
+        opt_str(&mut out, self.definition_hash.as_deref());
+        out.push_str(",\"durationMs\":");
+        number(&mut out, self.duration_ms.map_or(Value::Null, Value::from));
+        out.push_str(",\"error\":");
+        opt_str(&mut out, self.error.as_deref());
+        out.push_str(",\"errorKind\":");
+        opt_str(&mut out, self.error_kind.as_deref());
+        out.push_str(",\"fetchedAt\":");
+        write_json_string(&self.fetched_at, &mut out);
+        out.push_str(",\"input\":");
+        write_json_string(&self.input_json, &mut out);
+        out.push_str(",\"kind\":");
+        write_json_string(&self.kind, &mut out);
+        out.push_str(",\"outputRef\":");
+        opt_str(&mut out, self.output_ref.as_deref());
+        out.push_str(",\"outputSha256\":");
+        opt_str(&mut out, self.output_sha256.as_deref());
+        out.push_str(",\"principal\":");
+        write_json_string(&self.principal, &mut out);
+        out.push_str(",\"recordedAt\":");
+        write_json_string(&self.recorded_at, &mut out);
+        out.push_str(",\"seq\":");
+        number(&mut out, Value::from(self.seq));
+        out.push_str(",\"tool\":");
+        write_json_string(&self.tool, &mut out);
+        out.push_str(",\"truncated\":");
+        out.push_str(if self.truncated { "true" } else { "false" });
+        out.push('}');
+        out
     }
 
     fn new(kind: &str, call_id: CallId, tool: &str, principal: &str, input: &Value) -> Self {
@@ -820,4 +855,64 @@ fn stopped() -> StoreError {
     StoreError::AuditWrite(
         "The audit writer has stopped (its runtime ended); open the store again".into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// The hash input as it was first defined: a JSON object of the content columns, written
+    /// canonically. Stored chains were hashed over this text, so the direct writer must match it.
+    fn reference(e: &Entry) -> String {
+        let content = serde_json::json!({
+            "seq": e.seq, "kind": e.kind, "callId": e.call_id, "tool": e.tool,
+            "definitionHash": e.definition_hash, "principal": e.principal, "input": e.input_json,
+            "errorKind": e.error_kind, "error": e.error, "data": e.data_json,
+            "outputRef": e.output_ref, "outputSha256": e.output_sha256, "attempts": e.attempts,
+            "durationMs": e.duration_ms, "fetchedAt": e.fetched_at, "truncated": e.truncated,
+            "recordedAt": e.recorded_at,
+        });
+        let mut out = String::new();
+        write_canonical(&content, &mut out);
+        out
+    }
+
+    #[test]
+    fn canonical_content_matches_the_reference_encoding() {
+        let mut e = Entry::new(
+            "finished",
+            CallId::new(),
+            "tool_\u{1}\"x\"",
+            "ops \\ team",
+            &serde_json::json!({"a": "line\nbreak\t\u{7f}é😀", "n": 1.5e300}),
+        );
+        assert_eq!(e.canonical_content(), reference(&e));
+        e.seq = 42;
+        e.attempts = Some(3);
+        e.duration_ms = Some(0.1 + 0.2);
+        e.data_json = Some("{\"ok\":true}".into());
+        e.error = Some("bad \u{8}\u{c}\r".into());
+        e.error_kind = Some("execution".into());
+        e.definition_hash = Some("ab".repeat(32));
+        e.output_ref = Some("outputs/x".into());
+        e.output_sha256 = Some("cd".repeat(32));
+        e.fetched_at = "2026-11-22T00:00:00.000Z".into();
+        e.recorded_at = "2026-11-22T00:00:00.001Z".into();
+        e.truncated = true;
+        assert_eq!(e.canonical_content(), reference(&e));
+        for d in [
+            0.0,
+            -0.0,
+            1.0,
+            1e-7,
+            123_456_789.125,
+            f64::NAN,
+            f64::INFINITY,
+        ] {
+            e.duration_ms = Some(d);
+            assert_eq!(e.canonical_content(), reference(&e), "durationMs {d}");
+        }
+    }
 }

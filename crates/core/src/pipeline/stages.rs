@@ -276,11 +276,34 @@ pub fn cap_output(data: Value, max: usize) -> (Value, bool) {
     if matches!(data, Value::Null | Value::Bool(_) | Value::Number(_)) {
         return (data, false);
     }
-    let text = data.to_string();
-    if text.len() <= max {
+    // Measure without building the text: most outputs fit, and this runs on every call.
+    if json_len_at_most(&data, max) {
         return (data, false);
     }
+    let text = data.to_string();
     (Value::String(cut_utf8(&text, max).to_owned()), true)
+}
+
+/// Whether `value` serialized as compact JSON is at most `max` bytes; stops writing as soon as
+/// it is over.
+fn json_len_at_most(value: &Value, max: usize) -> bool {
+    struct Count {
+        written: usize,
+        max: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.written += buf.len();
+            if self.written > self.max {
+                return Err(std::io::ErrorKind::FileTooLarge.into());
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(&mut Count { written: 0, max }, value).is_ok()
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
