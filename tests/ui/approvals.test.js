@@ -1,35 +1,26 @@
 // The approvals inbox: pending calls as confirmation cards; approve one and deny another from
 // the inbox and see the results; the list follows approvals created or decided elsewhere live.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startServer, openBrowser, checkA11y, screenshot, waitForHeading, rest, eventually } from './lib/harness.js';
+import { serverAndBrowser, checkA11y, screenshot, waitForHeading, rest, eventually } from './lib/harness.js';
 
-let server;
-let browser;
-before(async () => {
-  server = await startServer();
-  browser = await openBrowser();
-});
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
+const env = serverAndBrowser();
 
 async function pendingWrite(path, content, reason) {
-  const r = await rest(server, 'POST', '/v1/tools/write_file/call', { arguments: { path, content }, reason });
+  const r = await rest(env.server, 'POST', '/v1/tools/write_file/call', { arguments: { path, content }, reason });
   assert.equal(r.status, 202, r.text);
   return r.json.approval.id;
 }
 
 test('approve one pending call and deny another from the inbox', async () => {
-  const { page } = browser;
+  const { page } = env.browser;
   await pendingWrite('release-notes.md', '# 1.4.0\n\nFaster search.', 'Publish the release notes');
   await pendingWrite('config.toml', 'debug = true', 'Turn on debug logging');
 
-  await page.goto(`${server.url}#/approvals`);
+  await page.goto(`${env.server.url}#/approvals`);
   await waitForHeading(page, 'Approvals');
   const cards = page.locator('#pending-list .approval-card');
   await eventually(async () => (await cards.count()) === 2, 'two cards');
@@ -51,7 +42,7 @@ test('approve one pending call and deny another from the inbox', async () => {
   await executed.waitFor();
   await executed.getByText('Checked the text').waitFor();
   await executed.getByText('ok', { exact: true }).waitFor();
-  assert.equal(readFileSync(join(server.root, 'release-notes.md'), 'utf8'), '# 1.4.0\n\nFaster search.');
+  assert.equal(readFileSync(join(env.server.root, 'release-notes.md'), 'utf8'), '# 1.4.0\n\nFaster search.');
 
   const second = cards.filter({ hasText: 'config.toml' });
   await second.getByLabel('Reason for your decision (optional)').fill('Not on production');
@@ -60,7 +51,7 @@ test('approve one pending call and deny another from the inbox', async () => {
   await denied.waitFor();
   await denied.getByText('Not on production').waitFor();
   await page.getByText('Nothing is waiting for a decision.').waitFor();
-  assert.ok(!existsSync(join(server.root, 'config.toml')), 'a denied call never runs');
+  assert.ok(!existsSync(join(env.server.root, 'config.toml')), 'a denied call never runs');
   await page.locator('#pending-count').waitFor({ state: 'hidden' });
   await checkA11y(page, 'approvals after decisions');
 
@@ -69,10 +60,10 @@ test('approve one pending call and deny another from the inbox', async () => {
   const live = cards.filter({ hasText: 'later.txt' });
   await live.waitFor();
   await page.locator('#pending-count', { hasText: '1' }).waitFor();
-  const r = await rest(server, 'POST', `/v1/approvals/${id}/deny`, { reason: 'decided over REST' });
+  const r = await rest(env.server, 'POST', `/v1/approvals/${id}/deny`, { reason: 'decided over REST' });
   assert.equal(r.status, 200, r.text);
   await live.waitFor({ state: 'detached' });
   await page.locator('#decided-table tr[data-status="denied"]', { hasText: 'decided over REST' }).waitFor();
   await eventually(async () => (await page.locator('#announcer').textContent()).includes('decided elsewhere'), 'the announcement');
-  assert.deepEqual(browser.problems, []);
+  assert.deepEqual(env.browser.problems, []);
 });

@@ -1,20 +1,11 @@
 // The create-definition flow with the keyboard alone: Tab to move, typing, arrow keys in the
 // category dropdown, Space for the checkbox, Enter for buttons. No mouse, no clicks.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, openBrowser, checkA11y, waitForHeading, rest } from './lib/harness.js';
+import { serverAndBrowser, checkA11y, waitForHeading, rest } from './lib/harness.js';
 
-let server;
-let browser;
-before(async () => {
-  server = await startServer();
-  browser = await openBrowser();
-});
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
+const env = serverAndBrowser();
 
 /** Presses Tab (or Shift+Tab) until the element with this id has focus. */
 async function tabTo(page, id, { back = false, max = 60 } = {}) {
@@ -28,8 +19,8 @@ async function tabTo(page, id, { back = false, max = 60 } = {}) {
 const focused = (page) => page.evaluate(() => document.activeElement?.id || document.activeElement?.textContent);
 
 test('create a definition with the keyboard only', async () => {
-  const { page } = browser;
-  await page.goto(`${server.url}#/tools`);
+  const { page } = env.browser;
+  await page.goto(`${env.server.url}#/tools`);
   await waitForHeading(page, 'Tools');
   // From the top of the page: the skip link comes first, then the navigation.
   await page.keyboard.press('Tab');
@@ -109,12 +100,12 @@ test('create a definition with the keyboard only', async () => {
   await page.keyboard.press('Enter');
   await waitForHeading(page, 'search_docs');
 
-  const r = await rest(server, 'GET', '/v1/tools/search_docs');
+  const r = await rest(env.server, 'GET', '/v1/tools/search_docs');
   assert.equal(r.status, 200);
   assert.equal(r.json.category, 'knowledge');
   assert.equal(r.json.requiresConfirmation, true);
   assert.equal(r.json.version, '0.1.0');
   assert.deepEqual(r.json.definition.parameters, [{ name: 'query', description: 'What to look for', type: 'string', required: true }]);
   assert.equal(r.json.definition.constraints.timeout_ms, 8000);
-  assert.deepEqual(browser.problems, []);
+  assert.deepEqual(env.browser.problems, []);
 });

@@ -2,26 +2,17 @@
 // needs approval waits, then shows its result live); the audit log with filters and a call's
 // detail, including an output stored apart from the log.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startServer, openBrowser, checkA11y, screenshot, waitForHeading, rest, eventually } from './lib/harness.js';
+import { serverAndBrowser, checkA11y, screenshot, waitForHeading, rest, eventually } from './lib/harness.js';
 
-let server;
-let browser;
-before(async () => {
-  server = await startServer();
-  browser = await openBrowser();
-});
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
+const env = serverAndBrowser();
 
 test('call tools from the playground', async () => {
-  const { page } = browser;
-  await page.goto(`${server.url}#/playground`);
+  const { page } = env.browser;
+  await page.goto(`${env.server.url}#/playground`);
   await waitForHeading(page, 'Playground');
   await checkA11y(page, 'playground (no tool)');
   await page.getByLabel('Tool', { exact: true }).selectOption('calculator');
@@ -52,23 +43,23 @@ test('call tools from the playground', async () => {
   await page.getByLabel('Reason (optional)').fill('Playground test');
   await page.getByRole('button', { name: 'Call write_file' }).click();
   await page.getByRole('heading', { name: 'Waiting for approval' }).waitFor();
-  const pending = await rest(server, 'GET', '/v1/approvals?status=pending');
+  const pending = await rest(env.server, 'GET', '/v1/approvals?status=pending');
   assert.equal(pending.json.approvals.length, 1);
   assert.equal(pending.json.approvals[0].reason, 'Playground test');
-  await rest(server, 'POST', `/v1/approvals/${pending.json.approvals[0].id}/approve`, {});
+  await rest(env.server, 'POST', `/v1/approvals/${pending.json.approvals[0].id}/approve`, {});
   await page.getByRole('heading', { name: /Result \(approved by api:local\)/ }).waitFor();
   await outcome.getByText('Succeeded').waitFor();
-  assert.deepEqual(browser.problems, []);
+  assert.deepEqual(env.browser.problems, []);
 });
 
 test('the audit log: filters and a call with a stored output', async () => {
-  const { page } = browser;
-  writeFileSync(join(server.root, 'big.txt'), 'toolgate '.repeat(3000));
-  const big = await rest(server, 'POST', '/v1/tools/read_file/call', { arguments: { path: 'big.txt' } });
+  const { page } = env.browser;
+  writeFileSync(join(env.server.root, 'big.txt'), 'toolgate '.repeat(3000));
+  const big = await rest(env.server, 'POST', '/v1/tools/read_file/call', { arguments: { path: 'big.txt' } });
   assert.ok(big.json.outputRef, big.text);
-  await rest(server, 'POST', '/v1/tools/calculator/call', { arguments: { expression: '2**' } });
+  await rest(env.server, 'POST', '/v1/tools/calculator/call', { arguments: { expression: '2**' } });
 
-  await page.goto(`${server.url}#/calls`);
+  await page.goto(`${env.server.url}#/calls`);
   await waitForHeading(page, 'Calls');
   await page.locator('#calls-table tbody tr').first().waitFor();
   await checkA11y(page, 'calls');
@@ -94,5 +85,5 @@ test('the audit log: filters and a call with a stored output', async () => {
   await page.getByRole('link', { name: 'Download' }).waitFor();
   await checkA11y(page, 'call detail');
   await screenshot(page, 'call-detail');
-  assert.deepEqual(browser.problems, []);
+  assert.deepEqual(env.browser.problems, []);
 });

@@ -1,29 +1,20 @@
 // With principals configured the UI asks for a bearer token, keeps it in sessionStorage (never
 // in a URL), sends it on every request and on the event stream, and can sign out.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, openBrowser, checkA11y, screenshot, waitForHeading, tokenHash } from './lib/harness.js';
+import { serverAndBrowser, checkA11y, screenshot, waitForHeading, tokenHash } from './lib/harness.js';
 
 const TOKEN = 'tg_ui_test_token_0123456789';
-let server;
-let browser;
-before(async () => {
-  server = await startServer({
+const env = serverAndBrowser({
     config: `[principals.admin]\ntoken_sha256 = "${tokenHash(TOKEN)}"\ngrants = ["*"]\n`,
   });
-  browser = await openBrowser();
-});
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
 
 test('sign in with a token, use the UI, sign out', async () => {
-  const { page } = browser;
+  const { page } = env.browser;
   const urls = [];
   page.on('request', (req) => urls.push(req.url()));
-  await page.goto(`${server.url}#/tools`);
+  await page.goto(`${env.server.url}#/tools`);
   await waitForHeading(page, 'Sign in');
   await checkA11y(page, 'sign in');
   await screenshot(page, 'sign-in');
@@ -40,5 +31,5 @@ test('sign in with a token, use the UI, sign out', async () => {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await waitForHeading(page, 'Sign in');
   assert.equal(await page.evaluate(() => sessionStorage.getItem('toolgate.token')), null);
-  assert.deepEqual(browser.problems.filter((p) => !p.includes('401')), []);
+  assert.deepEqual(env.browser.problems.filter((p) => !p.includes('401')), []);
 });

@@ -2,24 +2,15 @@
 // both fixed by the user), see it in the list and in MCP's tools/list, edit it (a new stored
 // version), delete it. Built-in tools are read-only.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, openBrowser, checkA11y, screenshot, waitForHeading, mcpToolNames, rest } from './lib/harness.js';
+import { serverAndBrowser, checkA11y, screenshot, waitForHeading, mcpToolNames, rest } from './lib/harness.js';
 
-let server;
-let browser;
-before(async () => {
-  server = await startServer();
-  browser = await openBrowser();
-});
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
+const env = serverAndBrowser();
 
 test('create, list, export over MCP, edit and delete a custom definition', async () => {
-  const { page } = browser;
-  await page.goto(`${server.url}#/tools`);
+  const { page } = env.browser;
+  await page.goto(`${env.server.url}#/tools`);
   await waitForHeading(page, 'Tools');
   await page.getByRole('row', { name: /calculator/ }).waitFor();
   await checkA11y(page, 'tools list');
@@ -106,7 +97,7 @@ test('create, list, export over MCP, edit and delete a custom definition', async
   await screenshot(page, 'tool-detail');
 
   // Stored as the form said.
-  const stored = await rest(server, 'GET', '/v1/tools/weather_now');
+  const stored = await rest(env.server, 'GET', '/v1/tools/weather_now');
   assert.equal(stored.json.category, 'external_api');
   assert.deepEqual(stored.json.definition.parameters, [{ name: 'city', description: 'City name', type: 'string', required: true }]);
   assert.deepEqual(stored.json.definition.constraints, { timeout_ms: 5000, max_output_bytes: 65536, isolation: 'none' });
@@ -118,7 +109,7 @@ test('create, list, export over MCP, edit and delete a custom definition', async
   await page.getByLabel('Source').selectOption('false');
   await page.locator('#tools-count', { hasText: '1 tool' }).waitFor();
   await page.getByRole('link', { name: 'weather_now' }).waitFor();
-  assert.ok((await mcpToolNames(server)).includes('weather_now'), 'weather_now in MCP tools/list');
+  assert.ok((await mcpToolNames(env.server)).includes('weather_now'), 'weather_now in MCP tools/list');
 
   // Edit: a new version with a second parameter.
   await page.getByRole('link', { name: 'weather_now' }).click();
@@ -141,7 +132,7 @@ test('create, list, export over MCP, edit and delete a custom definition', async
   await waitForHeading(page, 'weather_now');
   await page.getByText('requires confirmation').first().waitFor();
   await page.locator('table', { hasText: 'Stored version' }).getByText('#2').waitFor();
-  const edited = await rest(server, 'GET', '/v1/tools/weather_now');
+  const edited = await rest(env.server, 'GET', '/v1/tools/weather_now');
   assert.equal(edited.json.storedVersion, 2);
   assert.equal(edited.json.version, '1.1.0');
   assert.equal(edited.json.definition.parameters.length, 2);
@@ -154,25 +145,25 @@ test('create, list, export over MCP, edit and delete a custom definition', async
   await checkA11y(page, 'delete dialog');
   await dialog.getByRole('button', { name: 'Delete weather_now' }).click();
   await waitForHeading(page, 'Tools');
-  assert.equal((await rest(server, 'GET', '/v1/tools/weather_now')).status, 404);
+  assert.equal((await rest(env.server, 'GET', '/v1/tools/weather_now')).status, 404);
   await page.getByLabel('Source').selectOption('false');
   await page.getByText('No tool matches these filters.').waitFor();
-  assert.ok(!(await mcpToolNames(server)).includes('weather_now'), 'weather_now gone from MCP tools/list');
-  assert.deepEqual(browser.problems, []);
+  assert.ok(!(await mcpToolNames(env.server)).includes('weather_now'), 'weather_now gone from MCP tools/list');
+  assert.deepEqual(env.browser.problems, []);
 });
 
 test('built-in tools are read-only', async () => {
-  const { page } = browser;
-  await page.goto(`${server.url}#/tools/write_file`);
+  const { page } = env.browser;
+  await page.goto(`${env.server.url}#/tools/write_file`);
   await waitForHeading(page, 'write_file');
   await page.getByText('Built-in tools are read-only.').waitFor();
   await page.locator('.export-output pre').waitFor();
   await checkA11y(page, 'built-in tool detail');
   assert.equal(await page.getByRole('link', { name: 'Edit definition' }).count(), 0);
   assert.equal(await page.getByRole('button', { name: 'Delete' }).count(), 0);
-  await page.goto(`${server.url}#/tools/write_file/edit`);
+  await page.goto(`${env.server.url}#/tools/write_file/edit`);
   await waitForHeading(page, 'write_file is built in');
   assert.equal(await page.locator('form').count(), 0);
   await checkA11y(page, 'built-in edit refused');
-  assert.deepEqual(browser.problems, []);
+  assert.deepEqual(env.browser.problems, []);
 });

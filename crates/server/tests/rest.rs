@@ -77,15 +77,7 @@ async fn every_documented_route_exists_and_every_route_is_documented() {
             reply.text
         );
     }
-    let req = axum::http::Request::builder()
-        .uri("/v1/events")
-        .header("host", "localhost")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let events = tower::ServiceExt::oneshot(h.router.clone(), req)
-        .await
-        .unwrap();
-    assert_eq!(events.status(), StatusCode::OK);
+    EventStream::open(&h).await;
     let reply = h
         .api(Method::GET, "/openapi.json", "/openapi.json", None, None)
         .await;

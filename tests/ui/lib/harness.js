@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { chromium } from 'playwright-core';
+import { before, after } from 'node:test';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const repo = resolve(here, '..', '..', '..');
@@ -81,6 +82,22 @@ export async function startServer({ config } = {}) {
 }
 
 /** Chromium with a fresh profile, 1280x800. Fails the test on page errors and CSP reports. */
+// The usual test file's fixture: one server (started with `options`, as `startServer` takes
+// them) and one browser for all its tests, both stopped at the end. Read `env.server` and
+// `env.browser` inside tests; they are set once `before` has run.
+export function serverAndBrowser(options) {
+  const env = {};
+  before(async () => {
+    env.server = await startServer(options);
+    env.browser = await openBrowser();
+  });
+  after(async () => {
+    await env.browser?.close();
+    await env.server?.stop();
+  });
+  return env;
+}
+
 export async function openBrowser() {
   const profile = mkdtempSync(join(tmpdir(), 'toolgate-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
