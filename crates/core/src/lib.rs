@@ -35,6 +35,7 @@ pub use pipeline::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Call, CallObserver, CallRecord, CallRequest,
     Decision, Executor, InProcessExecutor, Next, Pipeline, PipelineBuilder, PreApproved,
     PrincipalQuotaStage, PromptApproval, Quota, RateLimit, RateLimitStage, RetryPolicy, Stage,
+    json_len_at_most,
 };
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use runkind::RunKind;

@@ -385,7 +385,13 @@ impl Entry {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {
@@ -477,9 +483,11 @@ impl Store {
                 entry.hash = entry.compute_hash();
                 prev = entry.hash.clone();
             }
-            // One multi-row INSERT per batch: each statement is a round trip to the database
-            // (a thread hop for SQLite), so a batch costs one instead of one per entry.
-            for chunk in entries.chunks(INSERT_ROWS) {
+            // Multi-row INSERTs: each statement is a round trip to the database (a thread hop
+            // for SQLite), so a batch costs a few instead of one per entry. Chunks hold
+            // INSERT_ROWS rows or a power of two fewer, so only a handful of distinct
+            // statements exist and each stays prepared in the connection's statement cache.
+            for chunk in insert_chunks(entries) {
                 let mut insert = sqlx::QueryBuilder::new(
                     "INSERT INTO audit_log (seq, kind, call_id, tool, definition_hash, principal, input_json, \
                      error_kind, error, data_json, output_ref, output_sha256, attempts, duration_ms, fetched_at, truncated, \
@@ -749,6 +757,11 @@ const MAX_BATCH: usize = 512;
 const INSERT_ROWS: usize = 128;
 /// Entries that may wait for the writer before queueing callers wait too.
 const QUEUE_CAPACITY: usize = 8192;
+/// How long a batch of queued entries (nobody waits for their commit) waits for more before it
+/// is committed. A commit (one fsync) costs far more than an entry, so under load this turns
+/// many small transactions into a few large ones; an entry someone waits for (or a flush) ends
+/// the wait at once, so no caller ever waits for it.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// One request to the audit writer: an entry to append (answered with its `seq` once
 /// committed, if `done` is set), or a flush barrier (no entry).
@@ -778,6 +791,7 @@ impl AuditWriter {
         tokio::spawn(async move {
             let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
             while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
+                linger(&mut receiver, &mut batch).await;
                 let had_entry: Vec<bool> = batch.iter().map(|j| j.entry.is_some()).collect();
                 let mut entries: Vec<Entry> =
                     batch.iter_mut().filter_map(|j| j.entry.take()).collect();
@@ -851,6 +865,45 @@ impl AuditWriter {
     }
 }
 
+/// `entries` cut into chunks of [`INSERT_ROWS`], then powers of two (64, 32, …, 1) for the rest.
+fn insert_chunks(entries: &[Entry]) -> impl Iterator<Item = &[Entry]> {
+    let mut rest = entries;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let size = if rest.len() >= INSERT_ROWS {
+            INSERT_ROWS
+        } else {
+            1 << rest.len().ilog2()
+        };
+        let (chunk, tail) = rest.split_at(size);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+/// Lets a batch of queued entries grow for up to [`LINGER`], until it is full or holds a job
+/// someone waits for.
+async fn linger(receiver: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
+    if batch.iter().any(|j| j.done.is_some()) {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + LINGER;
+    while batch.len() < MAX_BATCH {
+        let seen = batch.len();
+        tokio::select! {
+            biased;
+            received = receiver.recv_many(batch, MAX_BATCH - seen) => {
+                if received == 0 || batch[seen..].iter().any(|j| j.done.is_some()) {
+                    return;
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => return,
+        }
+    }
+}
+
 fn stopped() -> StoreError {
     StoreError::AuditWrite(
         "The audit writer has stopped (its runtime ended); open the store again".into(),
@@ -877,6 +930,29 @@ mod tests {
         let mut out = String::new();
         write_canonical(&content, &mut out);
         out
+    }
+
+    #[test]
+    fn insert_chunks_are_full_or_powers_of_two_and_cover_every_entry() {
+        let entry = Entry::new(
+            "finished",
+            CallId::new(),
+            "t",
+            "local",
+            &serde_json::json!({}),
+        );
+        for n in [0, 1, 2, 3, 7, 127, 128, 129, 300, 511, 512] {
+            let entries = vec![entry.clone(); n];
+            let sizes: Vec<usize> = insert_chunks(&entries).map(<[Entry]>::len).collect();
+            assert_eq!(sizes.iter().sum::<usize>(), n, "{n}: {sizes:?}");
+            assert!(
+                sizes
+                    .iter()
+                    .all(|&s| s == INSERT_ROWS || (s.is_power_of_two() && s < INSERT_ROWS)),
+                "{n}: {sizes:?}"
+            );
+            assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{n}: {sizes:?}");
+        }
     }
 
     #[test]

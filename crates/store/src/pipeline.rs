@@ -4,6 +4,7 @@
 use serde_json::Value;
 use toolgate_core::{
     BoxFuture, Call, CallObserver, CallRecord, Effect, Next, Stage, ToolError, ToolOutput,
+    json_len_at_most,
 };
 
 use crate::Store;
@@ -70,8 +71,13 @@ impl Stage for AuditStage {
                 }
             }
             let output = next.run(call).await?;
-            let bytes = output_bytes(&output);
-            if bytes.len() > LARGE_OUTPUT_BYTES {
+            // Measured without building the text: most outputs are small.
+            let large = match &output {
+                Value::String(s) => s.len() > LARGE_OUTPUT_BYTES,
+                other => !json_len_at_most(other, LARGE_OUTPUT_BYTES),
+            };
+            if large {
+                let bytes = output_bytes(&output);
                 match self.store.store_output(call.request.call_id, &bytes).await {
                     Ok(reference) => call.output_ref = Some(reference),
                     Err(e) => {

@@ -38,6 +38,7 @@ on_each_backend! {
     verify_detects_a_deleted_row => verify_delete_body;
     started_without_finished_is_interrupted => interrupted_body;
     concurrent_audit_appends_keep_one_chain => concurrent_audit_body;
+    queued_outcomes_commit_on_their_own_and_before_a_later_awaited_one => queued_audit_body;
     audit_stage_refuses_side_effects_when_the_log_is_unwritable => stage_refuses_body;
     pipeline_end_to_end => pipeline_body;
     another_instance_sees_changes => cross_instance_body;
@@ -510,6 +511,58 @@ async fn concurrent_audit_body(db: &TestDb) {
     assert!(report.ok, "{report:?}");
     assert_eq!(report.entries, 40);
     second.close().await;
+}
+
+async fn queued_audit_body(db: &TestDb) {
+    let store = &db.store;
+    // Queued outcomes wait for company (group commit); an outcome someone waits for is
+    // committed together with everything queued before it, in order.
+    for i in 0..3 {
+        store
+            .audit_finished_queued(&record(CallId::new(), "t", Outcome::Data(json!(i))))
+            .await
+            .unwrap();
+    }
+    store
+        .audit_finished(&record(CallId::new(), "t", Outcome::Data(json!(3))))
+        .await
+        .unwrap();
+    // Read behind the store's back: `audit` would flush first.
+    assert_eq!(db.count("SELECT COUNT(*) FROM audit_log").await, 4);
+
+    // Queued outcomes with nothing after them are committed without a flush.
+    for i in 4..6 {
+        store
+            .audit_finished_queued(&record(CallId::new(), "t", Outcome::Data(json!(i))))
+            .await
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db.count("SELECT COUNT(*) FROM audit_log").await < 6 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "queued audit entries were not committed without a flush"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let records = store
+        .audit(&AuditQuery {
+            limit: 10,
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    // Arrival order is chain order.
+    let mut chain: Vec<(i64, Value)> = records
+        .iter()
+        .map(|r| match &r.outcome {
+            Outcome::Data(d) => (r.seq.unwrap(), d.clone()),
+            Outcome::Error { .. } => (r.seq.unwrap(), Value::Null),
+        })
+        .collect();
+    chain.sort_by_key(|(seq, _)| *seq);
+    assert_eq!(chain, (0..6).map(|i| (i + 1, json!(i))).collect::<Vec<_>>());
+    assert!(store.verify().await.unwrap().ok);
 }
 
 fn counting_write_tool(runs: Arc<AtomicU32>) -> toolgate_core::FnTool {

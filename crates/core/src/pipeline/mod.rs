@@ -33,7 +33,7 @@ pub use approval::{
 };
 pub use executor::{Executor, InProcessExecutor};
 pub use ratelimit::{PrincipalQuotaStage, Quota, RateLimit, RateLimitStage};
-pub use stages::RetryPolicy;
+pub use stages::{RetryPolicy, json_len_at_most};
 
 use crate::content::Attachments;
 use crate::context::{

@@ -285,8 +285,8 @@ pub fn cap_output(data: Value, max: usize) -> (Value, bool) {
 }
 
 /// Whether `value` serialized as compact JSON is at most `max` bytes; stops writing as soon as
-/// it is over.
-fn json_len_at_most(value: &Value, max: usize) -> bool {
+/// it is over (so it costs no allocation and at most `max` bytes of writing).
+pub fn json_len_at_most(value: &Value, max: usize) -> bool {
     struct Count {
         written: usize,
         max: usize,
