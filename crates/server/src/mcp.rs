@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
     PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
@@ -251,15 +251,17 @@ impl ServerHandler for McpHandler {
         }
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
         let peer = context.peer.clone();
-        let capabilities = peer
-            .peer_info()
-            .map(|info| info.capabilities.clone())
-            .unwrap_or_default();
+        let (can_elicit, can_sample) = peer.peer_info().map_or((false, false), |info| {
+            (
+                info.capabilities.elicitation.is_some(),
+                info.capabilities.sampling.is_some(),
+            )
+        });
         let (tx, rx) = mpsc::unbounded_channel();
-        let forwarder = tokio::spawn(forward(peer.clone(), rx));
         let bridge = Arc::new(Bridge {
             peer,
-            capabilities,
+            can_elicit,
+            can_sample,
             outbox: std::sync::Mutex::new(Some(tx)),
             session: Arc::clone(&self.session),
             progress: context.meta.get_progress_token(),
@@ -276,10 +278,16 @@ impl ServerHandler for McpHandler {
         if bridge.progress.is_some() {
             call = call.progress(Arc::clone(&bridge) as Arc<dyn ProgressSink>);
         }
-        let result = self.gw.call(&caller, call, Some(context.ct.clone())).await;
-        // Every progress and log message of the call reaches the client before its result.
-        bridge.close();
-        let _ = forwarder.await;
+        // The call and the forwarder of its progress and log messages run side by side in this
+        // task (no task of their own per call); the forwarder ends once the call has closed
+        // the bridge and everything queued is sent, so every message reaches the client before
+        // the result.
+        let calling = async {
+            let result = self.gw.call(&caller, call, Some(context.ct.clone())).await;
+            bridge.close();
+            result
+        };
+        let (result, ()) = tokio::join!(calling, forward(&context.peer, rx));
         Ok(CallToolResponse::Complete(call_result(&result)))
     }
 }
@@ -352,7 +360,7 @@ enum Outgoing {
     Log(LoggingMessageNotificationParam),
 }
 
-async fn forward(peer: Peer<RoleServer>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+async fn forward(peer: &Peer<RoleServer>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
     while let Some(message) = rx.recv().await {
         let sent = match message {
             Outgoing::Progress(p) => peer.notify_progress(p).await,
@@ -368,7 +376,8 @@ async fn forward(peer: Peer<RoleServer>, mut rx: mpsc::UnboundedReceiver<Outgoin
 /// The call's connection to its MCP client.
 struct Bridge {
     peer: Peer<RoleServer>,
-    capabilities: ClientCapabilities,
+    can_elicit: bool,
+    can_sample: bool,
     outbox: std::sync::Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
     session: Arc<Session>,
     progress: Option<ProgressToken>,
@@ -411,11 +420,11 @@ impl ClientBridge for Bridge {
     }
 
     fn can_elicit(&self) -> bool {
-        self.capabilities.elicitation.is_some()
+        self.can_elicit
     }
 
     fn can_sample(&self) -> bool {
-        self.capabilities.sampling.is_some()
+        self.can_sample
     }
 
     fn sample(&self, request: SamplingRequest) -> BoxFuture<'_, Result<SamplingReply, ToolError>> {
@@ -576,13 +585,20 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(gw.close_streams.child_token());
     let factory_gw = Arc::clone(&gw);
-    let service = StreamableHttpService::new(
+    let service = Arc::new(StreamableHttpService::new(
         move || Ok(McpHandler::new(Arc::clone(&factory_gw), None)),
         Arc::new(LocalSessionManager::default()),
         config,
-    );
+    ));
+    // Shared behind an Arc and called through `handle`: axum clones a route's service for every
+    // request and rmcp's own `Service::call` clones it again, its config (the host and origin
+    // allow-lists) included.
+    let mcp = axum::routing::any(move |request: axum::extract::Request| {
+        let service = Arc::clone(&service);
+        async move { service.handle(request).await }
+    });
     axum::Router::new()
-        .nest_service("/mcp", service)
+        .route("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
             gw,
             crate::rest::authenticate,

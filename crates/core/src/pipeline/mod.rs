@@ -19,7 +19,7 @@ mod stages;
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -71,14 +71,19 @@ pub struct CallRequest {
 impl CallRequest {
     /// A call by the local operator with a fresh id and token.
     pub fn new(tool: impl Into<String>, arguments: Value) -> Self {
+        // Shared, not built per call: servers build a request for every call and most keep
+        // these defaults (or replace the principal right away).
+        static LOCAL: OnceLock<Arc<Principal>> = OnceLock::new();
+        static NO_CLAIMS: OnceLock<Arc<AuthClaims>> = OnceLock::new();
+        static NO_EXTENSIONS: OnceLock<Arc<Extensions>> = OnceLock::new();
         Self {
             tool: tool.into(),
             arguments,
-            principal: Arc::new(Principal::local()),
+            principal: Arc::clone(LOCAL.get_or_init(|| Arc::new(Principal::local()))),
             call_id: CallId::new(),
             cancel: CancellationToken::new(),
-            auth: Arc::default(),
-            extensions: Arc::default(),
+            auth: Arc::clone(NO_CLAIMS.get_or_init(Arc::default)),
+            extensions: Arc::clone(NO_EXTENSIONS.get_or_init(Arc::default)),
             progress: None,
             approval: None,
             client: None,
