@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use toolgate_core::{
     ApprovalHandler, ApprovalRequest, AutoDeny, BoxFuture, CANCELLED_MESSAGE, CallObserver,
-    CallRecord, CallRequest, CancellationToken, Constraints, Decision, Effect, ErrorKind,
+    CallRecord, CallRequest, CancellationToken, Constraints, Content, Decision, Effect, ErrorKind,
     Extensions, HttpClient, HttpRequest, HttpResponse, Isolation, ParamType, Parameter, Permission,
     Pipeline, PipelineBuilder, PreApproved, Principal, PrincipalId, ProgressSink, PromptApproval,
     RateLimit, RateLimitStage, Registry, RetryPolicy, RunSpec, Tool, ToolBuilder, ToolContext,
@@ -1152,6 +1152,56 @@ async fn output_within_the_limit_is_untouched() {
         let json = serde_json::to_value(&r).unwrap();
         assert!(json.get("truncated").is_none());
     }
+}
+
+#[tokio::test]
+async fn attached_content_shares_the_output_limit() {
+    // 1 KiB limit; data `{"n":1}` is 7 bytes, so 1017 bytes are left for content.
+    let tool = Arc::new(
+        builder("pictures")
+            .constraints(constraints(|c| c.max_output_bytes = Some(1024)))
+            .handler(|_, ctx| async move {
+                ctx.attach(Content::text("a".repeat(500)));
+                ctx.attach(Content::image("b".repeat(500), "image/png"));
+                ctx.attach(Content::audio("c".repeat(100), "audio/wav"));
+                ctx.attach(Content::text("d"));
+                Ok(json!({"n": 1}))
+            }),
+    );
+    let p = pipeline(vec![tool]);
+    let r = p.call(CallRequest::new("pictures", json!({}))).await;
+    assert_eq!(r.data(), Some(&json!({"n": 1})));
+    assert!(r.truncated, "{r:?}");
+    // The first two fit (1000 bytes); the audio block would pass the limit, so it and every
+    // later block are left out, and a note says so.
+    assert_eq!(r.content.len(), 3, "{:?}", r.content);
+    assert_eq!(r.content[0], Content::text("a".repeat(500)));
+    assert_eq!(r.content[1], Content::image("b".repeat(500), "image/png"));
+    assert_eq!(
+        r.content[2],
+        Content::text(
+            "[toolgate: 2 content block(s) of 101 bytes left out: the result is over the tool's max_output_bytes]"
+        )
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["truncated"], json!(true));
+
+    // Within the limit nothing changes.
+    let small = Arc::new(
+        builder("small_pictures")
+            .constraints(constraints(|c| c.max_output_bytes = Some(1024)))
+            .handler(|_, ctx| async move {
+                ctx.attach(Content::image("b".repeat(1000), "image/png"));
+                Ok(json!("1234567"))
+            }),
+    );
+    let p = pipeline(vec![small]);
+    let r = p.call(CallRequest::new("small_pictures", json!({}))).await;
+    assert!(!r.truncated, "{r:?}");
+    assert_eq!(
+        r.content,
+        vec![Content::image("b".repeat(1000), "image/png")]
+    );
 }
 
 #[tokio::test]

@@ -354,7 +354,12 @@ fn schemas() -> Value {
         "AuditRecord": {
             "type": "object", "required": ["callId", "tool", "principal", "fetchedAt"],
             "properties": { "seq": { "type": "integer" }, "callId": { "type": "string" }, "tool": { "type": "string" },
-                "principal": { "type": "string" }, "fetchedAt": { "type": "string" } }
+                "principal": { "type": "string" }, "fetchedAt": { "type": "string" },
+                "content": { "type": "array", "description": "Digests of the content blocks returned beside the data (not their bytes)",
+                    "items": { "type": "object", "required": ["type", "bytes", "sha256"], "additionalProperties": false,
+                        "properties": { "type": { "enum": ["text", "image", "audio", "resource"] }, "mimeType": { "type": "string" },
+                            "uri": { "type": "string" }, "bytes": { "type": "integer", "minimum": 0 },
+                            "sha256": { "type": "string", "pattern": "^[0-9a-f]{64}$" } } } } }
         },
         "CallsPage": {
             "type": "object", "required": ["calls", "nextCursor"],

@@ -5,18 +5,22 @@
 //! where the content is every stored column except `prev_hash` and `hash` (and includes `seq`),
 //! and the first entry's `prev_hash` is 64 zeros. Appends are serialized by the store's write lock,
 //! so the chain cannot fork. A `finished` entry whose output was stored apart carries the
-//! output's SHA-256, so [`Store::verify`] also detects an altered or removed output.
+//! output's SHA-256, so [`Store::verify`] also detects an altered or removed output. Content
+//! blocks a call returned beside its data (images, audio, resources) are kept as digests (kind,
+//! MIME type or URI, size, SHA-256), which the hash covers too; entries without content hash
+//! exactly as they did before digests existed.
 
 use std::fmt;
 use std::sync::Weak;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_core::{
-    CallId, ErrorKind, Outcome, Principal, ToolResult, ToolSpec, write_canonical, write_json_string,
+    CallId, Content, ErrorKind, Outcome, Principal, ToolResult, ToolSpec, write_canonical,
+    write_json_string,
 };
 
 use tokio::sync::{mpsc, oneshot};
@@ -66,8 +70,57 @@ pub struct AuditRecord {
     pub fetched_at: DateTime<Utc>,
     pub truncated: bool,
     pub output_ref: Option<String>,
+    /// Digests of the content blocks returned beside the data, in order.
+    pub content: Vec<ContentDigest>,
     /// When the entry was appended; `None` until stored.
     pub recorded_at: Option<DateTime<Utc>>,
+}
+
+/// What the audit log keeps of one content block a call returned: its kind, MIME type or URI,
+/// size and SHA-256 — not the bytes, which for images and audio would swell the log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContentDigest {
+    /// `text`, `image`, `audio` or `resource`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The URI of an embedded resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// Length in bytes of the payload as returned (base64 text for images, audio and blobs).
+    pub bytes: u64,
+    /// SHA-256 (hex) of that payload.
+    pub sha256: String,
+}
+
+impl ContentDigest {
+    /// The digest of `block`.
+    pub fn of(block: &Content) -> Self {
+        let (kind, mime_type, uri, payload) = match block {
+            Content::Text { text } => ("text", None, None, text.as_str()),
+            Content::Image { data, mime_type } => ("image", Some(mime_type), None, data.as_str()),
+            Content::Audio { data, mime_type } => ("audio", Some(mime_type), None, data.as_str()),
+            Content::Resource { resource } => (
+                "resource",
+                resource.mime_type.as_ref(),
+                Some(&resource.uri),
+                resource
+                    .text
+                    .as_deref()
+                    .or(resource.blob.as_deref())
+                    .unwrap_or_default(),
+            ),
+        };
+        Self {
+            kind: kind.to_owned(),
+            mime_type: mime_type.cloned(),
+            uri: uri.cloned(),
+            bytes: u64::try_from(payload.len()).unwrap_or(u64::MAX),
+            sha256: hex_sha256(payload.as_bytes()),
+        }
+    }
 }
 
 impl AuditRecord {
@@ -95,6 +148,7 @@ impl AuditRecord {
             fetched_at: result.fetched_at,
             truncated: result.truncated,
             output_ref: result.output_ref.clone(),
+            content: result.content.iter().map(ContentDigest::of).collect(),
             recorded_at: None,
         }
     }
@@ -145,6 +199,9 @@ impl Serialize for AuditRecord {
         }
         if let Some(r) = &self.output_ref {
             map.serialize_entry("outputRef", r)?;
+        }
+        if !self.content.is_empty() {
+            map.serialize_entry("content", &self.content)?;
         }
         if let Some(at) = &self.recorded_at {
             map.serialize_entry(
@@ -243,6 +300,8 @@ struct Entry {
     data_json: Option<String>,
     output_ref: Option<String>,
     output_sha256: Option<String>,
+    /// JSON array of [`ContentDigest`]s; `None` when the call returned no content blocks.
+    content_json: Option<String>,
     attempts: Option<i64>,
     duration_ms: Option<f64>,
     fetched_at: String,
@@ -281,6 +340,11 @@ impl Entry {
         number(&mut out, self.attempts.map_or(Value::Null, Value::from));
         out.push_str(",\"callId\":");
         write_json_string(&self.call_id, &mut out);
+        // Only when present, so entries without content keep the hash they always had.
+        if let Some(content) = &self.content_json {
+            out.push_str(",\"content\":");
+            write_json_string(content, &mut out);
+        }
         out.push_str(",\"data\":");
         opt_str(&mut out, self.data_json.as_deref());
         out.push_str(",\"definitionHash\":");
@@ -329,6 +393,7 @@ impl Entry {
             data_json: None,
             output_ref: None,
             output_sha256: None,
+            content_json: None,
             attempts: None,
             duration_ms: None,
             fetched_at: String::new(),
@@ -380,6 +445,10 @@ impl Entry {
             definition_hash: self.definition_hash,
             principal: self.principal,
             output_ref: self.output_ref,
+            content: match &self.content_json {
+                Some(raw) => from_json(raw, "audit content digests")?,
+                None => Vec::new(),
+            },
         })
     }
 }
@@ -404,7 +473,7 @@ fn clean(text: &str) -> String {
     text.replace('\0', "\u{fffd}")
 }
 
-const ENTRY_COLUMNS: &str = "seq, kind, call_id, tool, definition_hash, principal, input_json, error_kind, error, data_json, output_ref, output_sha256, attempts, duration_ms, fetched_at, truncated, recorded_at, prev_hash, hash";
+const ENTRY_COLUMNS: &str = "seq, kind, call_id, tool, definition_hash, principal, input_json, error_kind, error, data_json, output_ref, output_sha256, content_json, attempts, duration_ms, fetched_at, truncated, recorded_at, prev_hash, hash";
 
 macro_rules! entry_from_row {
     ($row:expr) => {{
@@ -424,6 +493,7 @@ macro_rules! entry_from_row {
             data_json: row.try_get("data_json").map_err(e())?,
             output_ref: row.try_get("output_ref").map_err(e())?,
             output_sha256: row.try_get("output_sha256").map_err(e())?,
+            content_json: row.try_get("content_json").map_err(e())?,
             attempts: row.try_get("attempts").map_err(e())?,
             duration_ms: row.try_get("duration_ms").map_err(e())?,
             fetched_at: row.try_get("fetched_at").map_err(e())?,
@@ -490,7 +560,7 @@ impl Store {
             for chunk in insert_chunks(entries) {
                 let mut insert = sqlx::QueryBuilder::new(
                     "INSERT INTO audit_log (seq, kind, call_id, tool, definition_hash, principal, input_json, \
-                     error_kind, error, data_json, output_ref, output_sha256, attempts, duration_ms, fetched_at, truncated, \
+                     error_kind, error, data_json, output_ref, output_sha256, content_json, attempts, duration_ms, fetched_at, truncated, \
                      recorded_at, prev_hash, hash) ",
                 );
                 insert.push_values(chunk, |mut row, entry| {
@@ -506,6 +576,7 @@ impl Store {
                         .push_bind(&entry.data_json)
                         .push_bind(&entry.output_ref)
                         .push_bind(&entry.output_sha256)
+                        .push_bind(&entry.content_json)
                         .push_bind(entry.attempts)
                         .push_bind(entry.duration_ms)
                         .push_bind(&entry.fetched_at)
@@ -744,6 +815,9 @@ fn finished_entry(record: &AuditRecord) -> Entry {
         }
     }
     e.output_ref = record.output_ref.clone();
+    if !record.content.is_empty() {
+        e.content_json = serde_json::to_string(&record.content).ok();
+    }
     e.attempts = Some(i64::from(record.attempts));
     e.duration_ms = Some(record.duration_ms);
     e.fetched_at = ts(record.fetched_at);
@@ -753,7 +827,7 @@ fn finished_entry(record: &AuditRecord) -> Entry {
 
 /// Most entries one audit transaction writes.
 const MAX_BATCH: usize = 512;
-/// Rows per INSERT statement (19 bound values each, far below SQLite's and PostgreSQL's limits).
+/// Rows per INSERT statement (20 bound values each, far below SQLite's and PostgreSQL's limits).
 const INSERT_ROWS: usize = 128;
 /// Entries that may wait for the writer before queueing callers wait too.
 const QUEUE_CAPACITY: usize = 8192;
@@ -927,6 +1001,11 @@ mod tests {
             "durationMs": e.duration_ms, "fetchedAt": e.fetched_at, "truncated": e.truncated,
             "recordedAt": e.recorded_at,
         });
+        let mut content = content;
+        // Digests joined the content later, as a key that is only there when set.
+        if let Some(digests) = &e.content_json {
+            content["content"] = Value::String(digests.clone());
+        }
         let mut out = String::new();
         write_canonical(&content, &mut out);
         out
@@ -990,5 +1069,9 @@ mod tests {
             e.duration_ms = Some(d);
             assert_eq!(e.canonical_content(), reference(&e), "durationMs {d}");
         }
+        e.content_json =
+            Some(r#"[{"type":"image","mimeType":"image/png","bytes":4,"sha256":"00"}]"#.into());
+        assert_eq!(e.canonical_content(), reference(&e));
+        assert!(e.canonical_content().contains(r#","content":"[{\"type\""#));
     }
 }

@@ -81,7 +81,9 @@ use toolgate_core::CancellationToken;
 pub use approvals::{
     Approval, ApprovalCursor, ApprovalStatus, NewApproval, RecoveredApprovals, arguments_sha256,
 };
-pub use audit::{AuditCall, AuditQuery, AuditRecord, AuditStart, BrokenLink, VerifyReport};
+pub use audit::{
+    AuditCall, AuditQuery, AuditRecord, AuditStart, BrokenLink, ContentDigest, VerifyReport,
+};
 pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventKind, StoredEvent};
@@ -293,6 +295,11 @@ macro_rules! scripts {
                 5,
                 "approval_revisions",
                 include_str!(concat!($dir, "/0005_approval_revisions.sql")),
+            ),
+            (
+                6,
+                "audit_content",
+                include_str!(concat!($dir, "/0006_audit_content.sql")),
             ),
         ]
     };

@@ -39,6 +39,7 @@ on_each_backend! {
     started_without_finished_is_interrupted => interrupted_body;
     concurrent_audit_appends_keep_one_chain => concurrent_audit_body;
     queued_outcomes_commit_on_their_own_and_before_a_later_awaited_one => queued_audit_body;
+    content_digests_are_kept_and_chained => content_digests_body;
     audit_stage_refuses_side_effects_when_the_log_is_unwritable => stage_refuses_body;
     pipeline_end_to_end => pipeline_body;
     another_instance_sees_changes => cross_instance_body;
@@ -316,6 +317,7 @@ fn record(call_id: CallId, tool: &str, outcome: Outcome) -> AuditRecord {
         fetched_at: Utc::now(),
         truncated: false,
         output_ref: None,
+        content: Vec::new(),
         recorded_at: None,
     }
 }
@@ -563,6 +565,82 @@ async fn queued_audit_body(db: &TestDb) {
     chain.sort_by_key(|(seq, _)| *seq);
     assert_eq!(chain, (0..6).map(|i| (i + 1, json!(i))).collect::<Vec<_>>());
     assert!(store.verify().await.unwrap().ok);
+}
+
+async fn content_digests_body(db: &TestDb) {
+    let store = &db.store;
+    // Through the pipeline: a tool that returns an image and an embedded resource beside its data.
+    let png = "iVBORw0KGgo=";
+    let tool = ToolBuilder::new(
+        "draw_chart",
+        "Draws a chart of the numbers. Use when the user asks for a picture of data.",
+    )
+    .handler(move |_, ctx| async move {
+        ctx.attach(toolgate_core::Content::image(png, "image/png"));
+        ctx.attach(toolgate_core::Content::resource_text(
+            "chart://1",
+            "text/csv",
+            "a,b\n1,2",
+        ));
+        Ok(json!({"points": 2}))
+    });
+    let registry = Arc::new(Registry::new());
+    registry.register(Arc::new(tool)).unwrap();
+    let pipeline = PipelineBuilder::new(registry)
+        .observer(Arc::new(AuditObserver::new(store.clone())))
+        .build();
+    let result = pipeline
+        .call(toolgate_core::CallRequest::new("draw_chart", json!({})))
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+    let call = store.audit_call(result.call_id).await.unwrap().unwrap();
+    let finished = call.finished.unwrap();
+    let sha = |s: &str| {
+        use sha2::Digest;
+        sha2::Sha256::digest(s.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    assert_eq!(
+        serde_json::to_value(&finished.content).unwrap(),
+        json!([
+            {"type": "image", "mimeType": "image/png", "bytes": png.len(), "sha256": sha(png)},
+            {"type": "resource", "mimeType": "text/csv", "uri": "chart://1", "bytes": 7, "sha256": sha("a,b\n1,2")}
+        ])
+    );
+    let wire = serde_json::to_value(&finished).unwrap();
+    assert_eq!(wire["content"][0]["type"], json!("image"));
+    assert!(store.verify().await.unwrap().ok);
+
+    // A call without content has no `content` on the wire.
+    store
+        .audit_finished(&record(CallId::new(), "t", Outcome::Data(json!(1))))
+        .await
+        .unwrap();
+    let plain = store
+        .audit(&AuditQuery {
+            limit: 1,
+            ..AuditQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(plain[0].content.is_empty());
+    assert!(
+        serde_json::to_value(&plain[0])
+            .unwrap()
+            .get("content")
+            .is_none()
+    );
+
+    // The chain covers the digests: editing one is detected.
+    assert_eq!(
+        db.exec("UPDATE audit_log SET content_json = replace(content_json, 'image/png', 'image/gif') WHERE content_json IS NOT NULL")
+            .await,
+        1
+    );
+    let report = store.verify().await.unwrap();
+    assert!(!report.ok, "{report:?}");
 }
 
 fn counting_write_tool(runs: Arc<AtomicU32>) -> toolgate_core::FnTool {

@@ -464,10 +464,22 @@ impl Pipeline {
         }
         .instrument(span.clone())
         .await;
-        let content = match &outcome {
+        let mut content = match &outcome {
             Ok(_) => call.attachments.take(),
             Err(_) => Vec::new(),
         };
+        // Attached content shares the tool's output limit with the data (after the data's own
+        // cap): blocks are kept in order while they fit, the rest are left out and named.
+        let content_cut = match (&outcome, call.spec()) {
+            (Ok(data), Some(spec)) if !content.is_empty() => {
+                let max = usize::try_from(spec.limits().max_output_bytes).unwrap_or(usize::MAX);
+                fit_content(&mut content, max.saturating_sub(output_len(data)))
+            }
+            _ => false,
+        };
+        if content_cut {
+            call.truncated = true;
+        }
         let mut result = self.envelope(
             call_parts(&call),
             call.fetched_at,
@@ -559,6 +571,40 @@ fn call_parts(call: &Call) -> Parts<'_> {
         truncated: call.truncated,
         output_ref: &call.output_ref,
     }
+}
+
+/// Bytes `data` counts toward the output limit: a string's text, anything else its compact JSON.
+fn output_len(data: &Value) -> usize {
+    match data {
+        Value::String(s) => s.len(),
+        other => stages::json_len(other),
+    }
+}
+
+/// Keeps the longest run of leading blocks whose payloads fit in `budget` bytes; when blocks are
+/// left out, a text block saying so takes their place (it does not count). Whether any was.
+fn fit_content(content: &mut Vec<crate::content::Content>, budget: usize) -> bool {
+    let mut used = 0usize;
+    let keep = content
+        .iter()
+        .take_while(|block| {
+            used = used.saturating_add(block.payload_len());
+            used <= budget
+        })
+        .count();
+    if keep == content.len() {
+        return false;
+    }
+    let left_out: usize = content[keep..]
+        .iter()
+        .map(crate::content::Content::payload_len)
+        .sum();
+    let count = content.len() - keep;
+    content.truncate(keep);
+    content.push(crate::content::Content::text(format!(
+        "[toolgate: {count} content block(s) of {left_out} bytes left out: the result is over the tool's max_output_bytes]"
+    )));
+    true
 }
 
 /// The text of a panic payload.

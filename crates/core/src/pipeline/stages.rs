@@ -284,25 +284,38 @@ pub fn cap_output(data: Value, max: usize) -> (Value, bool) {
     (Value::String(cut_utf8(&text, max).to_owned()), true)
 }
 
+/// The length of `value` as compact JSON, measured without building the text.
+pub(super) fn json_len(value: &Value) -> usize {
+    let mut count = Count {
+        written: 0,
+        max: usize::MAX,
+    };
+    let _ = serde_json::to_writer(&mut count, value);
+    count.written
+}
+
+/// Counts bytes written; fails once more than `max` were.
+struct Count {
+    written: usize,
+    max: usize,
+}
+
+impl std::io::Write for Count {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.written = self.written.saturating_add(buf.len());
+        if self.written > self.max {
+            return Err(std::io::ErrorKind::FileTooLarge.into());
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Whether `value` serialized as compact JSON is at most `max` bytes; stops writing as soon as
 /// it is over (so it costs no allocation and at most `max` bytes of writing).
 pub fn json_len_at_most(value: &Value, max: usize) -> bool {
-    struct Count {
-        written: usize,
-        max: usize,
-    }
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.written += buf.len();
-            if self.written > self.max {
-                return Err(std::io::ErrorKind::FileTooLarge.into());
-            }
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     serde_json::to_writer(&mut Count { written: 0, max }, value).is_ok()
 }
 
