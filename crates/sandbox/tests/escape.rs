@@ -2411,6 +2411,9 @@ async fn resource_escapes_fail() {
             "heap_balloon_of_1_5_gib",
             "blob = b'x' * (1536 << 20)\nwon('heap balloon')",
         )
+        // Filling 1.5 GiB takes about a second; on a busy machine the 3 s default was too short
+        // for the positive control.
+        .timeout(10_000)
         .control(Control::Direct)
         .targets(&["standard", "strict"]),
         canary(),
@@ -2430,6 +2433,7 @@ async fn resource_escapes_fail() {
             won('shared memory balloon')
             ",
         )
+        .timeout(10_000)
         .control(NONE)
         .targets(&["standard"]),
         canary(),
@@ -2449,6 +2453,7 @@ async fn resource_escapes_fail() {
             won('memfd balloon')
             ",
         )
+        .timeout(10_000)
         .control(NONE)
         .targets(&["standard"]),
         canary(),
