@@ -35,7 +35,7 @@ pub use executor::{Executor, InProcessExecutor};
 pub use ratelimit::{PrincipalQuotaStage, Quota, RateLimit, RateLimitStage};
 pub use stages::{RetryPolicy, json_len_at_most};
 
-use crate::content::Attachments;
+use crate::content::{Attachments, Content};
 use crate::context::{
     AuthClaims, ClientBridge, Extensions, HttpClient, Principal, ProgressSink, ToolContext,
 };
@@ -583,7 +583,7 @@ fn output_len(data: &Value) -> usize {
 
 /// Keeps the longest run of leading blocks whose payloads fit in `budget` bytes; when blocks are
 /// left out, a text block saying so takes their place (it does not count). Whether any was.
-fn fit_content(content: &mut Vec<crate::content::Content>, budget: usize) -> bool {
+fn fit_content(content: &mut Vec<Content>, budget: usize) -> bool {
     let mut used = 0usize;
     let keep = content
         .iter()
@@ -595,13 +595,10 @@ fn fit_content(content: &mut Vec<crate::content::Content>, budget: usize) -> boo
     if keep == content.len() {
         return false;
     }
-    let left_out: usize = content[keep..]
-        .iter()
-        .map(crate::content::Content::payload_len)
-        .sum();
+    let left_out: usize = content[keep..].iter().map(Content::payload_len).sum();
     let count = content.len() - keep;
     content.truncate(keep);
-    content.push(crate::content::Content::text(format!(
+    content.push(Content::text(format!(
         "[toolgate: {count} content block(s) of {left_out} bytes left out: the result is over the tool's max_output_bytes]"
     )));
     true
