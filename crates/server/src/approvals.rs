@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use toolgate_core::CancellationToken;
 use toolgate_store::{
-    Approval, ApprovalCursor, DurableApproval, HintFn, RecoveredApprovals, Store, StoreError,
-    run_approved,
+    Approval, ApprovalCursor, ApprovalStatus, DurableApproval, HintFn, RecoveredApprovals, Store,
+    StoreError, run_approved,
 };
 
 use crate::error::ServerError;
@@ -133,7 +133,8 @@ impl Gateway {
     }
 
     /// At startup: calls interrupted mid-run become `indeterminate` (never re-run), approved
-    /// calls that never started run now, once.
+    /// calls that never started run now, once; with a webhook configured, every approval still
+    /// pending is announced again (see [`Gateway::announce_pending`]).
     pub async fn recover_approvals(self: &Arc<Self>) -> Result<RecoveredApprovals, ServerError> {
         let recovered = self.store().recover_approvals().await?;
         for a in &recovered.indeterminate {
@@ -143,9 +144,43 @@ impl Gateway {
         for a in &recovered.ready {
             self.run_approval(a.id.clone());
         }
+        self.announce_pending().await?;
         Ok(recovered)
     }
+
+    /// Announces every pending approval to the webhook, if one is configured, and returns how
+    /// many. Deliveries are not stored, so one that was lost with a previous process (in flight
+    /// at exit, or never made) is made now — and one that landed is made again: receivers get
+    /// each pending approval at least once and tell repeats apart by the approval id.
+    pub async fn announce_pending(&self) -> Result<usize, ServerError> {
+        let Some(webhook) = &self.options().webhook else {
+            return Ok(0);
+        };
+        let pending = self
+            .store()
+            .approvals(Some(ApprovalStatus::Pending), None, ANNOUNCE_LIMIT)
+            .await?;
+        if pending.len() == ANNOUNCE_LIMIT as usize {
+            tracing::warn!(
+                limit = ANNOUNCE_LIMIT,
+                "more pending approvals than are announced at startup; the oldest were not announced again (list them with `toolgate approvals list --status pending`)"
+            );
+        }
+        for approval in &pending {
+            webhook.notify(approval);
+        }
+        if !pending.is_empty() {
+            tracing::info!(
+                count = pending.len(),
+                "pending approvals announced to the webhook again"
+            );
+        }
+        Ok(pending.len())
+    }
 }
+
+/// Most pending approvals [`Gateway::announce_pending`] announces (newest first).
+const ANNOUNCE_LIMIT: u32 = 10_000;
 
 /// How often the approval follower reads approval changes from the store (one indexed query).
 pub const APPROVAL_POLL: Duration = Duration::from_millis(500);

@@ -1,6 +1,7 @@
 //! The approval webhook against a fake receiver: body, headers, HMAC-SHA256 signature, retries
 //! with one delivery id, no retry of a refusal, giving up after max_attempts; and end to end, a
-//! gateway announcing a pending approval that the receiver then approves over REST.
+//! gateway announcing a pending approval that the receiver then approves over REST, and pending
+//! approvals announced again when a gateway starts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -449,4 +450,80 @@ async fn a_pending_approval_is_announced_and_decided_over_rest() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(rx.received().len(), 2);
     assert_eq!(wh.deliveries().len(), 1);
+}
+
+#[tokio::test]
+async fn pending_approvals_are_announced_again_at_startup() {
+    let (url, rx) = receiver(0, StatusCode::OK).await;
+    let wh = Arc::new(webhook(&url, 2));
+    let options = || GatewayOptions {
+        principals: vec![
+            principal("agent", &["tool.*"], None, AGENT, Quota::default()),
+            principal("approver", &["*"], None, APPROVER, Quota::default()),
+        ],
+        webhook: Some(Arc::clone(&wh)),
+        ..GatewayOptions::default()
+    };
+    let h = Harness::with_options(options()).await;
+    let mut ids = Vec::new();
+    for name in ["a.txt", "b.txt"] {
+        let r = h
+            .api(
+                Method::POST,
+                "/v1/tools/{name}/call",
+                "/v1/tools/write_file/call",
+                Some(AGENT),
+                Some(json!({ "arguments": { "path": name, "content": "x" } })),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+        ids.push(r.json["approval"]["id"].as_str().unwrap().to_owned());
+    }
+    rx.wait_for(2).await;
+    // One of them is decided; the other stays pending.
+    let approve = format!("/v1/approvals/{}/deny", ids[0]);
+    let r = h
+        .api(
+            Method::POST,
+            "/v1/approvals/{id}/deny",
+            &approve,
+            Some(APPROVER),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+
+    // A restart: a new gateway on the same database recovers, and announces what is pending
+    // (deliveries in flight at exit are lost with the process; this makes them again).
+    let restarted = toolgate_server::Gateway::new(
+        Arc::new(toolgate_core::Registry::new()),
+        h.second_store().await,
+        options(),
+    )
+    .unwrap();
+    restarted.recover_approvals().await.unwrap();
+    let got = rx.wait_for(3).await;
+    let again = got[2].json();
+    assert_eq!(again["type"], "approval.pending");
+    assert_eq!(again["approval"]["id"], json!(ids[1]));
+    assert!(got[2].verifies_with(SECRET));
+    assert_ne!(
+        got[2].header("x-toolgate-delivery"),
+        got[1].header("x-toolgate-delivery"),
+        "a new delivery"
+    );
+    // The decided approval is not announced again.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(rx.received().len(), 3);
+
+    // Without a webhook nothing is announced.
+    let quiet = toolgate_server::Gateway::new(
+        Arc::new(toolgate_core::Registry::new()),
+        h.second_store().await,
+        GatewayOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(quiet.announce_pending().await.unwrap(), 0);
+    assert_eq!(restarted.announce_pending().await.unwrap(), 1);
+    rx.wait_for(4).await;
 }
