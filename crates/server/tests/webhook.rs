@@ -361,31 +361,40 @@ async fn the_network_policy_refusal_is_final() {
 const AGENT: &str = "agent-token";
 const APPROVER: &str = "approver-token";
 
-#[tokio::test]
-async fn a_pending_approval_is_announced_and_decided_over_rest() {
-    let (url, rx) = receiver(1, StatusCode::BAD_GATEWAY).await;
-    let wh = Arc::new(webhook(&url, 4));
-    let h = Harness::with_options(GatewayOptions {
+/// Gateway options with an agent, an approver and the webhook.
+fn with_webhook(wh: &Arc<Webhook>) -> GatewayOptions {
+    GatewayOptions {
         principals: vec![
             principal("agent", &["tool.*"], None, AGENT, Quota::default()),
             principal("approver", &["*"], None, APPROVER, Quota::default()),
         ],
-        webhook: Some(Arc::clone(&wh)),
+        webhook: Some(Arc::clone(wh)),
         ..GatewayOptions::default()
-    })
-    .await;
+    }
+}
 
+/// The agent asks to write `path` (which needs approval); returns the pending approval's id.
+async fn ask_to_write(h: &Harness, path: &str, content: &str) -> String {
     let r = h
         .api(
             Method::POST,
             "/v1/tools/{name}/call",
             "/v1/tools/write_file/call",
             Some(AGENT),
-            Some(json!({ "arguments": { "path": "hooked.txt", "content": "hello" }, "reason": "from the webhook test" })),
+            Some(json!({ "arguments": { "path": path, "content": content }, "reason": "from the webhook test" })),
         )
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
-    let id = r.json["approval"]["id"].as_str().unwrap().to_owned();
+    r.json["approval"]["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_pending_approval_is_announced_and_decided_over_rest() {
+    let (url, rx) = receiver(1, StatusCode::BAD_GATEWAY).await;
+    let wh = Arc::new(webhook(&url, 4));
+    let h = Harness::with_options(with_webhook(&wh)).await;
+
+    let id = ask_to_write(&h, "hooked.txt", "hello").await;
 
     // The first attempt fails (502), the second lands; both carry one delivery id.
     let got = rx.wait_for(2).await;
@@ -456,29 +465,11 @@ async fn a_pending_approval_is_announced_and_decided_over_rest() {
 async fn pending_approvals_are_announced_again_at_startup() {
     let (url, rx) = receiver(0, StatusCode::OK).await;
     let wh = Arc::new(webhook(&url, 2));
-    let options = || GatewayOptions {
-        principals: vec![
-            principal("agent", &["tool.*"], None, AGENT, Quota::default()),
-            principal("approver", &["*"], None, APPROVER, Quota::default()),
-        ],
-        webhook: Some(Arc::clone(&wh)),
-        ..GatewayOptions::default()
-    };
-    let h = Harness::with_options(options()).await;
-    let mut ids = Vec::new();
-    for name in ["a.txt", "b.txt"] {
-        let r = h
-            .api(
-                Method::POST,
-                "/v1/tools/{name}/call",
-                "/v1/tools/write_file/call",
-                Some(AGENT),
-                Some(json!({ "arguments": { "path": name, "content": "x" } })),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
-        ids.push(r.json["approval"]["id"].as_str().unwrap().to_owned());
-    }
+    let h = Harness::with_options(with_webhook(&wh)).await;
+    let ids = [
+        ask_to_write(&h, "a.txt", "x").await,
+        ask_to_write(&h, "b.txt", "x").await,
+    ];
     rx.wait_for(2).await;
     // One of them is decided; the other stays pending.
     let approve = format!("/v1/approvals/{}/deny", ids[0]);
@@ -498,7 +489,7 @@ async fn pending_approvals_are_announced_again_at_startup() {
     let restarted = toolgate_server::Gateway::new(
         Arc::new(toolgate_core::Registry::new()),
         h.second_store().await,
-        options(),
+        with_webhook(&wh),
     )
     .unwrap();
     restarted.recover_approvals().await.unwrap();
