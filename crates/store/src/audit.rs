@@ -11,7 +11,7 @@
 //! exactly as they did before digests existed.
 
 use std::fmt;
-use std::sync::Weak;
+use std::sync::{OnceLock, Weak};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::ser::SerializeMap;
@@ -530,6 +530,10 @@ impl Store {
     /// Appends `entries` to the chain in one transaction under the audit write lock; fills in
     /// each one's `seq`, `recorded_at`, `prev_hash` and `hash`.
     async fn append_batch(&self, entries: &mut [Entry]) -> Result<(), StoreError> {
+        let placeholders = match &self.inner.pool {
+            crate::Pool::Sqlite(_) => Placeholders::Question,
+            crate::Pool::Postgres(_) => Placeholders::Numbered,
+        };
         write_tx!(self, LOCK_AUDIT, tx => {
             let last: Option<(i64, String)> =
                 sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
@@ -556,37 +560,37 @@ impl Store {
             // Multi-row INSERTs: each statement is a round trip to the database (a thread hop
             // for SQLite), so a batch costs a few instead of one per entry. Chunks hold
             // INSERT_ROWS rows or a power of two fewer, so only a handful of distinct
-            // statements exist and each stays prepared in the connection's statement cache.
-            for chunk in insert_chunks(entries) {
-                let mut insert = sqlx::QueryBuilder::new(
-                    "INSERT INTO audit_log (seq, kind, call_id, tool, definition_hash, principal, input_json, \
-                     error_kind, error, data_json, output_ref, output_sha256, content_json, attempts, duration_ms, fetched_at, truncated, \
-                     recorded_at, prev_hash, hash) ",
-                );
-                insert.push_values(chunk, |mut row, entry| {
-                    row.push_bind(entry.seq)
-                        .push_bind(&entry.kind)
-                        .push_bind(&entry.call_id)
-                        .push_bind(&entry.tool)
-                        .push_bind(&entry.definition_hash)
-                        .push_bind(&entry.principal)
-                        .push_bind(&entry.input_json)
-                        .push_bind(&entry.error_kind)
-                        .push_bind(&entry.error)
-                        .push_bind(&entry.data_json)
-                        .push_bind(&entry.output_ref)
-                        .push_bind(&entry.output_sha256)
-                        .push_bind(&entry.content_json)
-                        .push_bind(entry.attempts)
-                        .push_bind(entry.duration_ms)
-                        .push_bind(&entry.fetched_at)
-                        .push_bind(entry.truncated)
-                        .push_bind(&entry.recorded_at)
-                        .push_bind(&entry.prev_hash)
-                        .push_bind(&entry.hash);
-                });
+            // statements exist, each built once and kept prepared in the connection's cache.
+            // The entries' text moves into the statement: nothing reads it after the insert.
+            let mut rest = &mut entries[..];
+            for size in insert_chunk_sizes(rest.len()) {
+                let (chunk, tail) = rest.split_at_mut(size);
+                rest = tail;
+                let mut insert = sqlx::query(insert_sql(size, placeholders));
+                for entry in chunk.iter_mut() {
+                    insert = insert
+                        .bind(entry.seq)
+                        .bind(std::mem::take(&mut entry.kind))
+                        .bind(std::mem::take(&mut entry.call_id))
+                        .bind(std::mem::take(&mut entry.tool))
+                        .bind(entry.definition_hash.take())
+                        .bind(std::mem::take(&mut entry.principal))
+                        .bind(std::mem::take(&mut entry.input_json))
+                        .bind(entry.error_kind.take())
+                        .bind(entry.error.take())
+                        .bind(entry.data_json.take())
+                        .bind(entry.output_ref.take())
+                        .bind(entry.output_sha256.take())
+                        .bind(entry.content_json.take())
+                        .bind(entry.attempts)
+                        .bind(entry.duration_ms)
+                        .bind(std::mem::take(&mut entry.fetched_at))
+                        .bind(entry.truncated)
+                        .bind(std::mem::take(&mut entry.recorded_at))
+                        .bind(std::mem::take(&mut entry.prev_hash))
+                        .bind(std::mem::take(&mut entry.hash));
+                }
                 insert
-                    .build()
                     .execute(&mut *tx)
                     .await
                     .map_err(StoreError::db("writing the audit log"))?;
@@ -939,22 +943,106 @@ impl AuditWriter {
     }
 }
 
-/// `entries` cut into chunks of [`INSERT_ROWS`], then powers of two (64, 32, …, 1) for the rest.
-fn insert_chunks(entries: &[Entry]) -> impl Iterator<Item = &[Entry]> {
-    let mut rest = entries;
+/// Sizes `len` entries are inserted in: chunks of [`INSERT_ROWS`], then powers of two (64, 32,
+/// …, 1) for the rest.
+fn insert_chunk_sizes(len: usize) -> impl Iterator<Item = usize> {
+    let mut rest = len;
     std::iter::from_fn(move || {
-        if rest.is_empty() {
+        if rest == 0 {
             return None;
         }
-        let size = if rest.len() >= INSERT_ROWS {
+        let size = if rest >= INSERT_ROWS {
             INSERT_ROWS
         } else {
-            1 << rest.len().ilog2()
+            1 << rest.ilog2()
         };
-        let (chunk, tail) = rest.split_at(size);
-        rest = tail;
-        Some(chunk)
+        rest -= size;
+        Some(size)
     })
+}
+
+/// Columns of an `audit_log` row, in the order [`Store::append_batch`] binds them.
+const INSERT_COLUMNS: [&str; 20] = [
+    "seq",
+    "kind",
+    "call_id",
+    "tool",
+    "definition_hash",
+    "principal",
+    "input_json",
+    "error_kind",
+    "error",
+    "data_json",
+    "output_ref",
+    "output_sha256",
+    "content_json",
+    "attempts",
+    "duration_ms",
+    "fetched_at",
+    "truncated",
+    "recorded_at",
+    "prev_hash",
+    "hash",
+];
+
+/// How a statement marks its parameters: SQLite binds `?` by position (numbered names would
+/// make it look every parameter up by name, which grows with the square of their count);
+/// PostgreSQL wants `$1`, `$2`, ….
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placeholders {
+    Question,
+    Numbered,
+}
+
+/// The INSERT of `rows` entries (a size [`insert_chunk_sizes`] yields), built once per size.
+fn insert_sql(rows: usize, placeholders: Placeholders) -> &'static str {
+    static SQL: OnceLock<[Vec<String>; 2]> = OnceLock::new();
+    let [question, numbered] = SQL.get_or_init(|| {
+        let sizes = 0..=INSERT_ROWS.ilog2();
+        [
+            sizes
+                .clone()
+                .map(|k| build_insert_sql(1 << k, Placeholders::Question))
+                .collect(),
+            sizes
+                .map(|k| build_insert_sql(1 << k, Placeholders::Numbered))
+                .collect(),
+        ]
+    });
+    let all = match placeholders {
+        Placeholders::Question => question,
+        Placeholders::Numbered => numbered,
+    };
+    // Sizes are powers of two up to INSERT_ROWS, so the index is always in range.
+    all.get(rows.ilog2() as usize).map_or("", String::as_str)
+}
+
+fn build_insert_sql(rows: usize, placeholders: Placeholders) -> String {
+    let width = INSERT_COLUMNS.len();
+    let mut sql = format!(
+        "INSERT INTO audit_log ({}) VALUES ",
+        INSERT_COLUMNS.join(", ")
+    );
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..width {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            match placeholders {
+                Placeholders::Question => sql.push('?'),
+                Placeholders::Numbered => {
+                    sql.push('$');
+                    sql.push_str(&(row * width + column + 1).to_string());
+                }
+            }
+        }
+        sql.push(')');
+    }
+    sql
 }
 
 /// Lets a batch of queued entries grow for up to [`LINGER`], until it is full or holds a job
@@ -1013,16 +1101,8 @@ mod tests {
 
     #[test]
     fn insert_chunks_are_full_or_powers_of_two_and_cover_every_entry() {
-        let entry = Entry::new(
-            "finished",
-            CallId::new(),
-            "t",
-            "local",
-            &serde_json::json!({}),
-        );
         for n in [0, 1, 2, 3, 7, 127, 128, 129, 300, 511, 512] {
-            let entries = vec![entry.clone(); n];
-            let sizes: Vec<usize> = insert_chunks(&entries).map(<[Entry]>::len).collect();
+            let sizes: Vec<usize> = insert_chunk_sizes(n).collect();
             assert_eq!(sizes.iter().sum::<usize>(), n, "{n}: {sizes:?}");
             assert!(
                 sizes
@@ -1031,6 +1111,17 @@ mod tests {
                 "{n}: {sizes:?}"
             );
             assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{n}: {sizes:?}");
+            for size in sizes {
+                // One placeholder per column and row; PostgreSQL's numbered without gaps.
+                let width = INSERT_COLUMNS.len();
+                let sql = insert_sql(size, Placeholders::Question);
+                assert_eq!(sql.matches('?').count(), size * width, "{size}");
+                assert!(!sql.contains('$'), "{size}");
+                let sql = insert_sql(size, Placeholders::Numbered);
+                assert_eq!(sql.matches('$').count(), size * width, "{size}");
+                assert!(sql.ends_with(&format!("${})", size * width)), "{size}");
+                assert!(!sql.contains(&format!("${}", size * width + 1)), "{size}");
+            }
         }
     }
 
