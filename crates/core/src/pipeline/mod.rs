@@ -17,6 +17,7 @@ mod executor;
 mod ratelimit;
 mod stages;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
@@ -361,7 +362,49 @@ impl PipelineBuilder {
             executor: self.executor,
             observers: self.observers.into(),
             http: self.http,
+            metrics: Arc::default(),
         }
+    }
+}
+
+/// Each tool's call counter and latency histogram, looked up in the `metrics` recorder once per
+/// pipeline: the recorder's lookup (building a labelled key, hashing it) costs more than the
+/// call of a trivial tool.
+#[derive(Default)]
+struct CallMetrics {
+    by_tool: std::sync::RwLock<HashMap<String, ToolMetrics>>,
+}
+
+#[derive(Clone)]
+struct ToolMetrics {
+    calls: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+/// Tools whose handles are kept; past it (a registry churning through names) the recorder is
+/// asked each time, as before.
+const MAX_CACHED_TOOLS: usize = 4096;
+
+impl CallMetrics {
+    fn for_tool(&self, tool: &str) -> ToolMetrics {
+        if let Some(found) = self
+            .by_tool
+            .read()
+            .ok()
+            .and_then(|map| map.get(tool).cloned())
+        {
+            return found;
+        }
+        let handles = ToolMetrics {
+            calls: metrics::counter!(telemetry::CALLS, "tool" => tool.to_owned()),
+            duration: metrics::histogram!(telemetry::CALL_DURATION, "tool" => tool.to_owned()),
+        };
+        if let Ok(mut map) = self.by_tool.write()
+            && map.len() < MAX_CACHED_TOOLS
+        {
+            map.insert(tool.to_owned(), handles.clone());
+        }
+        handles
     }
 }
 
@@ -373,6 +416,7 @@ pub struct Pipeline {
     executor: Arc<dyn Executor>,
     observers: Arc<[Arc<dyn CallObserver>]>,
     http: Option<Arc<dyn HttpClient>>,
+    metrics: Arc<CallMetrics>,
 }
 
 impl fmt::Debug for Pipeline {
@@ -490,7 +534,7 @@ impl Pipeline {
         if let Some(kind) = result.error_kind() {
             span.record("toolgate.error_kind", kind.as_str());
         }
-        record_metrics(&result, call.tool.is_some());
+        self.record_metrics(&result, call.tool.is_some());
         let record = CallRecord {
             result: &result,
             spec: call.spec(),
@@ -613,21 +657,24 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
-fn record_metrics(result: &ToolResult, resolved: bool) {
-    // Label by the tool only when it exists: callers' made-up names must not mint label values.
-    let tool = if resolved {
-        result.tool.clone()
-    } else {
-        "(unknown)".to_owned()
-    };
-    metrics::counter!(telemetry::CALLS, "tool" => tool.clone()).increment(1);
-    metrics::histogram!(telemetry::CALL_DURATION, "tool" => tool.clone())
-        .record(result.duration_ms / 1000.0);
-    if let Some(kind) = result.error_kind() {
-        metrics::counter!(telemetry::CALL_ERRORS, "tool" => tool, "error_kind" => kind.as_str())
-            .increment(1);
-        tracing::info!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, error_kind = %kind, error = result.error().unwrap_or_default(), "tool call failed");
-    } else {
-        tracing::debug!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, attempts = result.attempts, "tool call succeeded");
+impl Pipeline {
+    /// Counts the call and its latency per tool, and a failure per tool and error kind.
+    fn record_metrics(&self, result: &ToolResult, resolved: bool) {
+        // Label by the tool only when it exists: callers' made-up names must not mint label values.
+        let tool = if resolved {
+            result.tool.as_str()
+        } else {
+            "(unknown)"
+        };
+        let handles = self.metrics.for_tool(tool);
+        handles.calls.increment(1);
+        handles.duration.record(result.duration_ms / 1000.0);
+        if let Some(kind) = result.error_kind() {
+            metrics::counter!(telemetry::CALL_ERRORS, "tool" => tool.to_owned(), "error_kind" => kind.as_str())
+                .increment(1);
+            tracing::info!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, error_kind = %kind, error = result.error().unwrap_or_default(), "tool call failed");
+        } else {
+            tracing::debug!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, attempts = result.attempts, "tool call succeeded");
+        }
     }
 }
