@@ -288,7 +288,7 @@ impl ServerHandler for McpHandler {
             result
         };
         let (result, ()) = tokio::join!(calling, forward(&context.peer, rx));
-        Ok(CallToolResponse::Complete(call_result(&result)))
+        Ok(CallToolResponse::Complete(call_result(result)))
     }
 }
 
@@ -304,19 +304,25 @@ fn mcp_tool(spec: &toolgate_core::ToolSpec) -> Result<McpTool, McpError> {
 
 /// The envelope as an MCP call result: data as structured content and as text, attached
 /// content blocks, and every failure as `isError` with the envelope's message.
-pub(crate) fn call_result(result: &ToolResult) -> CallToolResult {
-    // Built from rmcp's types directly: this runs for every call.
+pub(crate) fn call_result(result: ToolResult) -> CallToolResult {
+    // Built from rmcp's types directly, moving the result's parts: this runs for every call.
     let mut meta = Map::with_capacity(4);
     meta.insert("callId".into(), json!(result.call_id));
     meta.insert("fetchedAt".into(), json!(result.fetched_at_string()));
-    let mut out = match &result.outcome {
+    let mut out = match result.outcome {
         Outcome::Data(data) => {
             let mut content = Vec::with_capacity(result.content.len() + 1);
-            match data {
-                Value::Null if !result.content.is_empty() => {}
-                Value::String(text) => content.push(ContentBlock::text(text.clone())),
-                other => content.push(ContentBlock::text(other.to_string())),
-            }
+            let structured = match data {
+                Value::Null if !result.content.is_empty() => None,
+                Value::String(text) => {
+                    content.push(ContentBlock::text(text));
+                    None
+                }
+                other => {
+                    content.push(ContentBlock::text(other.to_string()));
+                    other.is_object().then_some(other)
+                }
+            };
             for block in &result.content {
                 match serde_json::to_value(block).and_then(serde_json::from_value) {
                     Ok(block) => content.push(block),
@@ -329,9 +335,7 @@ pub(crate) fn call_result(result: &ToolResult) -> CallToolResult {
                 }
             }
             let mut out = CallToolResult::success(content);
-            if data.is_object() {
-                out.structured_content = Some(data.clone());
-            }
+            out.structured_content = structured;
             if result.truncated {
                 meta.insert("truncated".into(), json!(true));
             }
@@ -345,7 +349,7 @@ pub(crate) fn call_result(result: &ToolResult) -> CallToolResult {
             if let Some(id) = &result.approval_id {
                 meta.insert("approvalId".into(), json!(id));
             }
-            CallToolResult::error(vec![ContentBlock::text(message.clone())])
+            CallToolResult::error(vec![ContentBlock::text(message)])
         }
     };
     let mut wrapper = Map::with_capacity(1);
