@@ -27,6 +27,9 @@ fi
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "shell scripts parse (bash -n)"
+for script in scripts/*.sh examples/*/*.sh; do bash -n "$script"; done
+
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
