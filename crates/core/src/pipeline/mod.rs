@@ -558,6 +558,26 @@ impl Pipeline {
         result
     }
 
+    /// Counts the call and its latency per tool, and a failure per tool and error kind.
+    fn record_metrics(&self, result: &ToolResult, resolved: bool) {
+        // Label by the tool only when it exists: callers' made-up names must not mint label values.
+        let tool = if resolved {
+            result.tool.as_str()
+        } else {
+            "(unknown)"
+        };
+        let handles = self.metrics.for_tool(tool);
+        handles.calls.increment(1);
+        handles.duration.record(result.duration_ms / 1000.0);
+        if let Some(kind) = result.error_kind() {
+            metrics::counter!(telemetry::CALL_ERRORS, "tool" => tool.to_owned(), "error_kind" => kind.as_str())
+                .increment(1);
+            tracing::info!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, error_kind = %kind, error = result.error().unwrap_or_default(), "tool call failed");
+        } else {
+            tracing::debug!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, attempts = result.attempts, "tool call succeeded");
+        }
+    }
+
     fn envelope(
         &self,
         parts: Parts<'_>,
@@ -655,26 +675,4 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_owned())
-}
-
-impl Pipeline {
-    /// Counts the call and its latency per tool, and a failure per tool and error kind.
-    fn record_metrics(&self, result: &ToolResult, resolved: bool) {
-        // Label by the tool only when it exists: callers' made-up names must not mint label values.
-        let tool = if resolved {
-            result.tool.as_str()
-        } else {
-            "(unknown)"
-        };
-        let handles = self.metrics.for_tool(tool);
-        handles.calls.increment(1);
-        handles.duration.record(result.duration_ms / 1000.0);
-        if let Some(kind) = result.error_kind() {
-            metrics::counter!(telemetry::CALL_ERRORS, "tool" => tool.to_owned(), "error_kind" => kind.as_str())
-                .increment(1);
-            tracing::info!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, error_kind = %kind, error = result.error().unwrap_or_default(), "tool call failed");
-        } else {
-            tracing::debug!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, attempts = result.attempts, "tool call succeeded");
-        }
-    }
 }
