@@ -1341,6 +1341,73 @@ async fn refuses_non_loopback_addresses_without_principals() {
 }
 
 #[tokio::test]
+async fn an_idempotency_key_runs_a_call_once_and_returns_its_result_again() {
+    let h = Harness::new(Vec::new()).await;
+    let post = |uri: &'static str, body: Value| {
+        h.api(Method::POST, "/v1/tools/{name}/call", uri, None, Some(body))
+    };
+    let uri = "/v1/tools/todo_manager/call";
+    let add = |key: Option<&str>, content: &str| {
+        let mut body =
+            json!({ "arguments": { "action": "add", "items": [{ "content": content }] } });
+        if let Some(k) = key {
+            body["idempotencyKey"] = json!(k);
+        }
+        body
+    };
+    let first = post(uri, add(Some("add-1"), "Write the notes")).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    assert!(first.json["data"].is_object(), "{}", first.text);
+    let again = post(uri, add(Some("add-1"), "Write the notes")).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.text);
+    assert_eq!(
+        again.json, first.json,
+        "the repeat is the first call's envelope"
+    );
+    // The same key for other arguments: refused, naming the first call.
+    let other = post(uri, add(Some("add-1"), "Something else")).await;
+    assert_eq!(other.status, StatusCode::CONFLICT, "{}", other.text);
+    assert!(other.text.contains("use a new key"), "{}", other.text);
+    assert!(
+        other.text.contains(first.json["callId"].as_str().unwrap()),
+        "{}",
+        other.text
+    );
+    // Without a key the call runs each time.
+    for _ in 0..2 {
+        let r = post(uri, add(None, "Send the notes")).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    }
+    let list = post(uri, json!({ "arguments": { "action": "list" } })).await;
+    let items = list.json["data"]["items"].as_array().unwrap();
+    let contents: Vec<&str> = items
+        .iter()
+        .map(|i| i["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        ["Write the notes", "Send the notes", "Send the notes"],
+        "the keyed call ran once: {}",
+        list.text
+    );
+    // A bad key is refused before anything runs.
+    let r = post(uri, add(Some(""), "x")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("idempotency key is empty"), "{}", r.text);
+
+    // A repeat while the first call still runs: 409, not a second run.
+    let slow = json!({ "arguments": { "seconds": 0.5 }, "idempotencyKey": "wait-1" });
+    let slow_uri = "/v1/tools/slow_wait/call";
+    let (running, repeat) = tokio::join!(post(slow_uri, slow.clone()), async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        post(slow_uri, slow.clone()).await
+    });
+    assert_eq!(running.status, StatusCode::OK, "{}", running.text);
+    assert_eq!(repeat.status, StatusCode::CONFLICT, "{}", repeat.text);
+    assert!(repeat.text.contains("has not finished"), "{}", repeat.text);
+}
+
+#[tokio::test]
 async fn approvals_wait_are_decided_over_rest_and_run_once() {
     let h = with_principals().await;
     let call = |key: Option<&str>, content: &str| {

@@ -92,6 +92,9 @@ pub enum StoreError {
     /// An approval is not in the state the operation needs (or an idempotency key was reused).
     #[error("{0}")]
     ApprovalState(String),
+    /// An idempotency key was used for another call, or its call has not finished.
+    #[error("{0}")]
+    IdempotencyKey(String),
 }
 
 impl StoreError {
@@ -104,7 +107,9 @@ impl StoreError {
             | Self::Database { .. }
             | Self::AuditWrite(_) => StoreErrorKind::Unavailable,
             Self::NotFound(_) => StoreErrorKind::NotFound,
-            Self::Conflict(_) | Self::ApprovalState(_) => StoreErrorKind::Conflict,
+            Self::Conflict(_) | Self::ApprovalState(_) | Self::IdempotencyKey(_) => {
+                StoreErrorKind::Conflict
+            }
             Self::PlanLimit { .. } => StoreErrorKind::PlanLimit,
             Self::Corrupt(_) => StoreErrorKind::Corrupt,
         }
