@@ -9,7 +9,7 @@ use serde_json::Value;
 use toolgate_core::{
     ApprovalHandler, CallRequest, CancellationToken, PreApproved, PromptApproval, ToolResult,
 };
-use toolgate_store::{ApprovalStatus, IdempotencyKey};
+use toolgate_store::{ApprovalStatus, IdempotencyKey, KeyedCall};
 
 use crate::app::App;
 use crate::cli::CallArgs;
@@ -53,13 +53,31 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
         request = request.reason(reason.clone());
     }
     let result = match key {
-        Some(key) => match app.store.call_once(&app.pipeline(), request, key).await {
-            Ok(result) => result,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return Ok(ExitCode::from(1));
+        // A call that waits for an approval keeps the key on the approval; one that runs at
+        // once keeps it with its result.
+        Some(key) => {
+            request = request.idempotency_key(key.as_str());
+            let principal = request.principal.id.as_str().to_owned();
+            let arguments = request.arguments.clone();
+            let keyed = KeyedCall {
+                key: &key,
+                principal: &principal,
+                tool: &args.name,
+                arguments: &arguments,
+                call_id: request.call_id,
+            };
+            match app
+                .store
+                .call_once(keyed, app.pipeline().call(request))
+                .await
+            {
+                Ok(result) => result,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(1));
+                }
             }
-        },
+        }
         None => app.pipeline().call(request).await,
     };
     // Read-only calls' audit entries are queued for a group commit; write them before exiting.

@@ -27,7 +27,7 @@ use toolgate_core::{
     CallRequest, CancellationToken, Pipeline, PipelineBuilder, PrincipalQuotaStage, RateLimit,
     RateLimitStage, Registry, ToolResult,
 };
-use toolgate_store::{AuditObserver, AuditStage, IdempotencyKey, Plan, Store};
+use toolgate_store::{AuditObserver, AuditStage, IdempotencyKey, KeyedCall, Plan, Store};
 
 pub use approvals::APPROVAL_POLL;
 pub use auth::{Auth, Caller, PrincipalEntry, parse_token_hash, token_hash};
@@ -225,7 +225,17 @@ impl Gateway {
         let pipeline = self.pipeline.clone();
         let store = self.store.clone();
         self.in_task(token, external, async move {
-            store.call_once(&pipeline, request, key).await
+            let principal = request.principal.id.as_str().to_owned();
+            let tool = request.tool.clone();
+            let arguments = request.arguments.clone();
+            let keyed = KeyedCall {
+                key: &key,
+                principal: &principal,
+                tool: &tool,
+                arguments: &arguments,
+                call_id: request.call_id,
+            };
+            store.call_once(keyed, pipeline.call(request)).await
         })
         .await
         .unwrap_or_else(|e| Ok(failed_task(e)))

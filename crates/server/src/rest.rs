@@ -621,7 +621,12 @@ async fn call_tool(
         request = request.reason(reason);
     }
     let result = match key {
-        Some(key) => gw.call_once(&caller, request, key, None).await?,
+        // A call that waits for an approval keeps the key on the approval; one that runs at
+        // once keeps it with its result.
+        Some(key) => {
+            request = request.idempotency_key(key.as_str());
+            gw.call_once(&caller, request, key, None).await?
+        }
         None => gw.call(&caller, request, None).await,
     };
     let Some(id) = result.approval_id.clone() else {

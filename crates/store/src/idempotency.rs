@@ -5,9 +5,11 @@
 //! [`Store::request_approval`]); [`Store::call_once`] hands such a call's key back, so a repeat
 //! goes through the approval gate and finds that approval.
 
+use std::future::Future;
 use std::time::Duration;
 
-use toolgate_core::{CallId, CallRequest, Pipeline, ToolResult};
+use serde_json::Value;
+use toolgate_core::{CallId, ToolResult};
 
 use crate::approvals::arguments_sha256;
 use crate::error::StoreError;
@@ -62,16 +64,16 @@ impl std::fmt::Display for IdempotencyKey {
 
 /// The call a key is claimed for.
 #[derive(Clone, Copy, Debug)]
-struct KeyedCall<'a> {
-    key: &'a IdempotencyKey,
+pub struct KeyedCall<'a> {
+    pub key: &'a IdempotencyKey,
     /// The caller's principal id: keys are per principal.
-    principal: &'a str,
+    pub principal: &'a str,
     /// The tool as the caller named it.
-    tool: &'a str,
-    /// SHA-256 of the canonical arguments as the caller sent them.
-    arguments: &'a str,
+    pub tool: &'a str,
+    /// The arguments as the caller sent them (compared in canonical form).
+    pub arguments: &'a Value,
     /// The id the call runs under if it runs.
-    call_id: CallId,
+    pub call_id: CallId,
 }
 
 /// What a claim found.
@@ -86,40 +88,28 @@ enum Claim {
 type Row = (String, String, String, String, Option<String>, String);
 
 impl Store {
-    /// Runs `request` through `pipeline` unless `key` was used before by the same principal;
-    /// then returns that call's result instead. The key is claimed, and committed, before the
-    /// call starts, so two requests with one key never both run the tool. The request carries
-    /// the key on to the approval gate: a call that waits for an approval keeps it there.
+    /// Runs `run` (the call through the pipeline) unless `call.key` was used before by the same
+    /// principal; then returns that call's result instead. The key is claimed, and committed,
+    /// before `run` starts, so two requests with one key never both run the tool.
     ///
     /// Errors (kind `conflict`): the key was used for another tool or other arguments, or its
     /// call has not finished (it is still running, or toolgate stopped while it ran: the
-    /// message names the call to look up).
+    /// message names the call to look up). Kind `invalid`: never; keys are checked by
+    /// [`IdempotencyKey::parse`].
     ///
     /// Only results of calls that reached the tool (`attempts > 0`) are kept. A call refused
     /// before running (validation, authorization, rate limit, …) or waiting for an approval
     /// gives its key back. If the result cannot be recorded, it is still returned (the call
     /// happened) and the failure is logged.
-    pub async fn call_once(
-        &self,
-        pipeline: &Pipeline,
-        mut request: CallRequest,
-        key: IdempotencyKey,
-    ) -> Result<ToolResult, StoreError> {
-        request.idempotency_key = Some(key.as_str().to_owned());
-        let principal = request.principal.id.as_str().to_owned();
-        let tool = request.tool.clone();
-        let arguments = arguments_sha256(&request.arguments);
-        let call = KeyedCall {
-            key: &key,
-            principal: &principal,
-            tool: &tool,
-            arguments: &arguments,
-            call_id: request.call_id,
-        };
-        if let Claim::Replay(result) = self.claim_key(&call).await? {
+    pub async fn call_once<F>(&self, call: KeyedCall<'_>, run: F) -> Result<ToolResult, StoreError>
+    where
+        F: Future<Output = ToolResult>,
+    {
+        let arguments = arguments_sha256(call.arguments);
+        if let Claim::Replay(result) = self.claim_key(&call, &arguments).await? {
             return Ok(*result);
         }
-        let result = pipeline.call(request).await;
+        let result = run.await;
         let kept = result.attempts > 0 && result.approval_id.is_none();
         if let Err(e) = self.settle_key(&call, kept.then_some(&result)).await {
             tracing::error!(error = %e, call_id = %call.call_id, key = %call.key, "cannot record the result of an idempotent call; a repeat with its key will be refused as unfinished");
@@ -127,7 +117,7 @@ impl Store {
         Ok(result)
     }
 
-    async fn claim_key(&self, call: &KeyedCall<'_>) -> Result<Claim, StoreError> {
+    async fn claim_key(&self, call: &KeyedCall<'_>, arguments: &str) -> Result<Claim, StoreError> {
         let created = now();
         let ttl = chrono::Duration::from_std(IDEMPOTENCY_KEY_TTL)
             .unwrap_or_else(|_| chrono::Duration::hours(24));
@@ -148,7 +138,7 @@ impl Store {
             .await
             .map_err(StoreError::db("reading an idempotency key"))?;
             match found {
-                Some(row) => Self::repeat(call, row)?,
+                Some(row) => Self::repeat(call, arguments, row)?,
                 None => {
                     sqlx::query(
                         "INSERT INTO idempotency_keys \
@@ -158,7 +148,7 @@ impl Store {
                     .bind(call.principal)
                     .bind(call.key.as_str())
                     .bind(call.tool)
-                    .bind(call.arguments)
+                    .bind(arguments)
                     .bind(call.call_id.to_string())
                     .bind(ts(created))
                     .execute(&mut *tx)
@@ -172,9 +162,9 @@ impl Store {
     }
 
     /// A key seen before: its result, or why the call cannot be answered.
-    fn repeat(call: &KeyedCall<'_>, row: Row) -> Result<Claim, StoreError> {
+    fn repeat(call: &KeyedCall<'_>, arguments: &str, row: Row) -> Result<Claim, StoreError> {
         let (tool, arguments_sha256, call_id, status, result_json, created_at) = row;
-        if tool != call.tool || arguments_sha256 != call.arguments {
+        if tool != call.tool || arguments_sha256 != arguments {
             let what = if tool == call.tool {
                 format!("{tool} with other arguments")
             } else {

@@ -91,7 +91,7 @@ pub use events::{EventKind, StoredEvent};
 pub use gate::{
     BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
 };
-pub use idempotency::{IDEMPOTENCY_KEY_TTL, IdempotencyKey};
+pub use idempotency::{IDEMPOTENCY_KEY_TTL, IdempotencyKey, KeyedCall};
 pub use pipeline::{AuditObserver, AuditStage, LARGE_OUTPUT_BYTES};
 pub use plan::Plan;
 pub use sync::SYNC_INTERVAL;

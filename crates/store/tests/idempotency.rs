@@ -16,7 +16,9 @@ use toolgate_core::{
     CallRequest, Effect, ErrorKind, Pipeline, PipelineBuilder, Principal, PrincipalId, Registry,
     ToolBuilder, ToolResult,
 };
-use toolgate_store::{DurableApproval, IdempotencyKey, Store, StoreError, StoreErrorKind};
+use toolgate_store::{
+    DurableApproval, IdempotencyKey, KeyedCall, Store, StoreError, StoreErrorKind,
+};
 
 on_each_backend! {
     a_repeated_key_returns_the_first_result_and_runs_nothing => replay_body;
@@ -99,8 +101,17 @@ async fn call_on(
     arguments: Value,
 ) -> Result<ToolResult, StoreError> {
     let who = Principal::new(PrincipalId::parse(principal).unwrap());
-    let request = CallRequest::new(tool, arguments).principal(who);
-    store.call_once(pipeline, request, key.clone()).await
+    let request = CallRequest::new(tool, arguments.clone())
+        .principal(who)
+        .idempotency_key(key.as_str());
+    let keyed = KeyedCall {
+        key,
+        principal,
+        tool,
+        arguments: &arguments,
+        call_id: request.call_id,
+    };
+    store.call_once(keyed, pipeline.call(request)).await
 }
 
 async fn replay_body(db: &TestDb) {
