@@ -9,7 +9,7 @@ use serde_json::Value;
 use toolgate_core::{
     ApprovalHandler, CallRequest, CancellationToken, PreApproved, PromptApproval, ToolResult,
 };
-use toolgate_store::{ApprovalStatus, IdempotencyKey, KeyedCall};
+use toolgate_store::ApprovalStatus;
 
 use crate::app::App;
 use crate::cli::CallArgs;
@@ -39,47 +39,17 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
             }
         }
     });
-    let key = args
-        .idempotency_key
-        .as_deref()
-        .map(IdempotencyKey::parse)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
     let mut request = CallRequest::new(args.name.clone(), arguments)
         .principal(principal)
         .cancel_token(cancel)
         .approval(approval);
+    if let Some(key) = &args.idempotency_key {
+        request = request.idempotency_key(key.clone());
+    }
     if let Some(reason) = &args.reason {
         request = request.reason(reason.clone());
     }
-    let result = match key {
-        // A call that waits for an approval keeps the key on the approval; one that runs at
-        // once keeps it with its result.
-        Some(key) => {
-            request = request.idempotency_key(key.as_str());
-            let principal = request.principal.id.as_str().to_owned();
-            let arguments = request.arguments.clone();
-            let keyed = KeyedCall {
-                key: &key,
-                principal: &principal,
-                tool: &args.name,
-                arguments: &arguments,
-                call_id: request.call_id,
-            };
-            match app
-                .store
-                .call_once(keyed, app.pipeline().call(request))
-                .await
-            {
-                Ok(result) => result,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(ExitCode::from(1));
-                }
-            }
-        }
-        None => app.pipeline().call(request).await,
-    };
+    let result = app.pipeline().call(request).await;
     // Read-only calls' audit entries are queued for a group commit; write them before exiting.
     if let Err(e) = app.store.flush_audit().await {
         eprintln!("warning: the call's audit entry could not be written: {e}");

@@ -290,8 +290,7 @@ pub struct CallArgs {
     /// Why you want to run it (shown to the approver).
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
-    /// Repeating a call with the same key (same tool and arguments, within 24 hours) returns the
-    /// first call's result, or its approval, instead of running the tool again.
+    /// Repeating a call with the same key returns the same approval or result.
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
 }

@@ -363,67 +363,6 @@ fn without_a_terminal_a_call_waits_as_an_approval_and_yes_approves() {
 }
 
 #[test]
-fn an_idempotency_key_runs_a_call_once_across_processes() {
-    let sb = Sandbox::new();
-    let add = r#"{"action": "add", "items": [{"content": "Ship it"}]}"#;
-    let call = |args: &str, key: &str, code: i32| {
-        sb.run(&[
-            "call",
-            "todo_manager",
-            "--args",
-            args,
-            "--idempotency-key",
-            key,
-            "--json",
-        ])
-        .expect(code)
-    };
-    let first = call(add, "plan-1", 0).json();
-    let again = call(add, "plan-1", 0).json();
-    assert_eq!(again, first, "the repeat prints the first call's envelope");
-    let other = call(
-        r#"{"action": "add", "items": [{"content": "Other"}]}"#,
-        "plan-1",
-        1,
-    );
-    assert!(
-        other.stderr().contains("use a new key"),
-        "{}",
-        other.stderr()
-    );
-    let empty = sb
-        .run(&[
-            "call",
-            "todo_manager",
-            "--args",
-            add,
-            "--idempotency-key",
-            "",
-        ])
-        .expect(2);
-    assert!(
-        empty.stderr().contains("idempotency key is empty"),
-        "{}",
-        empty.stderr()
-    );
-    let list = sb
-        .run(&[
-            "call",
-            "todo_manager",
-            "--args",
-            r#"{"action": "list"}"#,
-            "--json",
-        ])
-        .expect(0)
-        .json();
-    assert_eq!(
-        list["data"]["items"].as_array().unwrap().len(),
-        1,
-        "the keyed call ran once: {list}"
-    );
-}
-
-#[test]
 fn call_wait_blocks_until_the_decision_and_prints_the_result() {
     let sb = Sandbox::new();
     let child = Command::new(BIN)

@@ -15,7 +15,6 @@ mod rest;
 mod ui;
 mod webhook;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +26,7 @@ use toolgate_core::{
     CallRequest, CancellationToken, Pipeline, PipelineBuilder, PrincipalQuotaStage, RateLimit,
     RateLimitStage, Registry, ToolResult,
 };
-use toolgate_store::{AuditObserver, AuditStage, IdempotencyKey, KeyedCall, Plan, Store};
+use toolgate_store::{AuditObserver, AuditStage, Plan, Store};
 
 pub use approvals::APPROVAL_POLL;
 pub use auth::{Auth, Caller, PrincipalEntry, parse_token_hash, token_hash};
@@ -203,82 +202,52 @@ impl Gateway {
         mut request: CallRequest,
         external: Option<CancellationToken>,
     ) -> ToolResult {
-        let token = self.prepare(caller, &mut request);
-        let pipeline = self.pipeline.clone();
-        self.in_task(token, external, async move { pipeline.call(request).await })
-            .await
-            .unwrap_or_else(failed_task)
-    }
-
-    /// [`Gateway::call`] with an idempotency key: a repeat of a call that already ran gets that
-    /// call's result without running the tool again (see [`Store::call_once`]); the key's
-    /// record is written whatever happens to the caller. Errors (kind `conflict`): the key was
-    /// used for another call, or its call has not finished.
-    pub async fn call_once(
-        &self,
-        caller: &Caller,
-        mut request: CallRequest,
-        key: IdempotencyKey,
-        external: Option<CancellationToken>,
-    ) -> Result<ToolResult, toolgate_store::StoreError> {
-        let token = self.prepare(caller, &mut request);
-        let pipeline = self.pipeline.clone();
-        let store = self.store.clone();
-        self.in_task(token, external, async move {
-            let principal = request.principal.id.as_str().to_owned();
-            let tool = request.tool.clone();
-            let arguments = request.arguments.clone();
-            let keyed = KeyedCall {
-                key: &key,
-                principal: &principal,
-                tool: &tool,
-                arguments: &arguments,
-                call_id: request.call_id,
-            };
-            store.call_once(keyed, pipeline.call(request)).await
-        })
-        .await
-        .unwrap_or_else(|e| Ok(failed_task(e)))
-    }
-
-    /// Binds the request to the caller and to the gateway's cancellation; returns its token.
-    fn prepare(&self, caller: &Caller, request: &mut CallRequest) -> CancellationToken {
         let token = self.cancel_calls.child_token();
         request.cancel = token.clone();
         request.principal = Arc::clone(&caller.principal);
-        token
-    }
-
-    /// Runs `work` as a tracked task that finishes even if the caller goes away (the call is
-    /// cancelled through `token` then, and when `external` fires).
-    async fn in_task<T, F>(
-        &self,
-        token: CancellationToken,
-        external: Option<CancellationToken>,
-        work: F,
-    ) -> Result<T, tokio::task::JoinError>
-    where
-        T: Send + 'static,
-        F: Future<Output = T> + Send + 'static,
-    {
+        let pipeline = self.pipeline.clone();
         // Cancel the call if this future is dropped (the client went away).
         let guard = token.clone().drop_guard();
         let task = self.calls.spawn(async move {
-            tokio::pin!(work);
+            let call = pipeline.call(request);
+            tokio::pin!(call);
             match external {
-                None => work.await,
+                None => call.await,
                 Some(external) => tokio::select! {
-                    result = &mut work => result,
+                    result = &mut call => result,
                     () = external.cancelled() => {
                         token.cancel();
-                        work.await
+                        call.await
                     }
                 },
             }
         });
         let result = task.await;
         guard.disarm();
-        result
+        match result {
+            Ok(result) => result,
+            Err(e) => {
+                tracing::error!(error = %e, "a call task failed");
+                toolgate_core::ToolResult {
+                    tool: String::new(),
+                    call_id: toolgate_core::CallId::new(),
+                    fetched_at: chrono::Utc::now(),
+                    input: serde_json::Value::Null,
+                    outcome: toolgate_core::Outcome::Error {
+                        kind: toolgate_core::ErrorKind::Execution,
+                        message: format!(
+                            "The call failed inside toolgate ({e}); please report this"
+                        ),
+                    },
+                    attempts: 0,
+                    duration_ms: 0.0,
+                    truncated: false,
+                    output_ref: None,
+                    content: Vec::new(),
+                    approval_id: None,
+                }
+            }
+        }
     }
 
     /// Lets in-flight calls finish for the grace period, cancels the rest, waits until every
@@ -394,25 +363,4 @@ pub fn check_binding(addr: SocketAddr, auth: &Auth) -> Result<(), ServerError> {
         )));
     }
     Ok(())
-}
-
-/// The result of a call whose task failed (a bug: the pipeline turns panics into results).
-fn failed_task(e: tokio::task::JoinError) -> ToolResult {
-    tracing::error!(error = %e, "a call task failed");
-    ToolResult {
-        tool: String::new(),
-        call_id: toolgate_core::CallId::new(),
-        fetched_at: chrono::Utc::now(),
-        input: serde_json::Value::Null,
-        outcome: toolgate_core::Outcome::Error {
-            kind: toolgate_core::ErrorKind::Execution,
-            message: format!("The call failed inside toolgate ({e}); please report this"),
-        },
-        attempts: 0,
-        duration_ms: 0.0,
-        truncated: false,
-        output_ref: None,
-        content: Vec::new(),
-        approval_id: None,
-    }
 }

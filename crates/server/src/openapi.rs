@@ -47,7 +47,7 @@ fn errors(codes: &[&str]) -> Vec<(String, Value)> {
                 "401" => "Missing or invalid bearer token",
                 "403" => "Not allowed: missing permission, built-in tool, plan limit, or a Host/Origin that is not allowed",
                 "404" => "Not found (tools the caller may not see are reported exactly like missing ones)",
-                "409" => "Conflict: a tool with that name exists, the tool is not stored, an approval is no longer pending, or an idempotency key was used for another call or its call has not finished",
+                "409" => "Conflict: a tool with that name exists, the tool is not stored, or an approval is no longer pending",
                 "413" => "Request body too large",
                 "422" => "The definition is invalid: every problem with its path",
                 _ => "Error",
@@ -304,7 +304,7 @@ fn schemas() -> Value {
         },
         "CallBody": {
             "type": "object", "additionalProperties": false,
-            "properties": { "arguments": { "type": "object" }, "idempotencyKey": { "type": "string", "minLength": 1, "maxLength": 255, "description": "Repeating the call with the same key (same tool and arguments, within 24 hours) returns the first call's result, or its approval, instead of running the tool again" }, "reason": { "type": "string" } }
+            "properties": { "arguments": { "type": "object" }, "idempotencyKey": { "type": "string" }, "reason": { "type": "string" } }
         },
         "DecisionBody": {
             "type": "object", "additionalProperties": false,

@@ -21,7 +21,7 @@ use toolgate_core::{
     ToolDefinition, ToolSpec,
 };
 use toolgate_export::{ExportFormat, ExportOptions};
-use toolgate_store::{Approval, ApprovalStatus, AuditQuery, IdempotencyKey};
+use toolgate_store::{Approval, ApprovalStatus, AuditQuery};
 
 use crate::Gateway;
 use crate::auth::Caller;
@@ -611,24 +611,14 @@ async fn call_tool(
         })?
     };
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
-    let key = body
-        .idempotency_key
-        .as_deref()
-        .map(IdempotencyKey::parse)
-        .transpose()?;
     let mut request = CallRequest::new(name, arguments);
+    if let Some(key) = body.idempotency_key {
+        request = request.idempotency_key(key);
+    }
     if let Some(reason) = body.reason {
         request = request.reason(reason);
     }
-    let result = match key {
-        // A call that waits for an approval keeps the key on the approval; one that runs at
-        // once keeps it with its result.
-        Some(key) => {
-            request = request.idempotency_key(key.as_str());
-            gw.call_once(&caller, request, key, None).await?
-        }
-        None => gw.call(&caller, request, None).await,
-    };
+    let result = gw.call(&caller, request, None).await;
     let Some(id) = result.approval_id.clone() else {
         return Ok(Json(result).into_response());
     };

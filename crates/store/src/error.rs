@@ -92,9 +92,6 @@ pub enum StoreError {
     /// An approval is not in the state the operation needs (or an idempotency key was reused).
     #[error("{0}")]
     ApprovalState(String),
-    /// An idempotency key was used for another call, or its call has not finished.
-    #[error("{0}")]
-    IdempotencyKey(String),
 }
 
 impl StoreError {
@@ -107,9 +104,7 @@ impl StoreError {
             | Self::Database { .. }
             | Self::AuditWrite(_) => StoreErrorKind::Unavailable,
             Self::NotFound(_) => StoreErrorKind::NotFound,
-            Self::Conflict(_) | Self::ApprovalState(_) | Self::IdempotencyKey(_) => {
-                StoreErrorKind::Conflict
-            }
+            Self::Conflict(_) | Self::ApprovalState(_) => StoreErrorKind::Conflict,
             Self::PlanLimit { .. } => StoreErrorKind::PlanLimit,
             Self::Corrupt(_) => StoreErrorKind::Corrupt,
         }

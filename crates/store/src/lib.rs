@@ -55,7 +55,6 @@ mod definitions;
 mod error;
 mod events;
 mod gate;
-mod idempotency;
 mod output_types;
 mod pipeline;
 mod plan;
@@ -91,7 +90,6 @@ pub use events::{EventKind, StoredEvent};
 pub use gate::{
     BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
 };
-pub use idempotency::{IDEMPOTENCY_KEY_TTL, IdempotencyKey, KeyedCall};
 pub use pipeline::{AuditObserver, AuditStage, LARGE_OUTPUT_BYTES};
 pub use plan::Plan;
 pub use sync::SYNC_INTERVAL;
@@ -302,11 +300,6 @@ macro_rules! scripts {
                 6,
                 "audit_content",
                 include_str!(concat!($dir, "/0006_audit_content.sql")),
-            ),
-            (
-                7,
-                "idempotency_keys",
-                include_str!(concat!($dir, "/0007_idempotency_keys.sql")),
             ),
         ]
     };
