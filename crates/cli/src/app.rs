@@ -246,6 +246,17 @@ pub fn describe_root(root: &FileRoot) -> String {
     }
 }
 
+/// Warnings validation adds for a command tool: `read_paths` and `write_paths` the user its
+/// sandboxed program runs as cannot reach (a folder under a `0700` directory when toolgate runs
+/// as root and programs as `nobody`), naming the directory and its mode.
+pub fn access_warnings(app: &App, spec: &ToolSpec) -> Vec<Issue> {
+    toolgate_sandbox::access_warnings(
+        spec.definition(),
+        spec.limits().isolation,
+        &app.executor.runner().program_user(),
+    )
+}
+
 /// Every `*.toml`, `*.json`, `*.yaml`, `*.yml` directly in `dir`, sorted.
 pub fn definition_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir)
