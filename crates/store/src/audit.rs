@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_core::{
-    CallId, Content, ErrorKind, Outcome, Principal, ToolResult, ToolSpec, write_canonical,
-    write_json_string,
+    CallId, CallOrigin, Content, ErrorKind, Outcome, Principal, ToolResult, ToolSpec,
+    write_canonical, write_json_string,
 };
 
 use tokio::sync::{mpsc, oneshot};
@@ -74,6 +74,11 @@ pub struct AuditRecord {
     pub content: Vec<ContentDigest>,
     /// When the entry was appended; `None` until stored.
     pub recorded_at: Option<DateTime<Utc>>,
+    /// Where the call came from (MCP client, REST, command line), when known.
+    pub origin: Option<CallOrigin>,
+    /// Who cancelled the call (`client`, `user:cli`, `shutdown`, … see
+    /// [`toolgate_core::CancelNote`]) or `timeout`; `None` for calls that were not cut short.
+    pub cancelled_by: Option<String>,
 }
 
 /// What the audit log keeps of one content block a call returned: its kind, MIME type or URI,
@@ -150,6 +155,8 @@ impl AuditRecord {
             output_ref: result.output_ref.clone(),
             content: result.content.iter().map(ContentDigest::of).collect(),
             recorded_at: None,
+            origin: None,
+            cancelled_by: None,
         }
     }
 
@@ -208,6 +215,12 @@ impl Serialize for AuditRecord {
                 "recordedAt",
                 &at.to_rfc3339_opts(SecondsFormat::Millis, true),
             )?;
+        }
+        if let Some(origin) = &self.origin {
+            map.serialize_entry("origin", origin)?;
+        }
+        if let Some(who) = &self.cancelled_by {
+            map.serialize_entry("cancelledBy", who)?;
         }
         map.end()
     }
@@ -302,6 +315,10 @@ struct Entry {
     output_sha256: Option<String>,
     /// JSON array of [`ContentDigest`]s; `None` when the call returned no content blocks.
     content_json: Option<String>,
+    /// JSON of the call's [`CallOrigin`]; `None` when unknown (and for older entries).
+    origin_json: Option<String>,
+    /// Who cancelled the call; `None` when it was not cut short (and for older entries).
+    cancelled_by: Option<String>,
     attempts: Option<i64>,
     duration_ms: Option<f64>,
     fetched_at: String,
@@ -340,6 +357,12 @@ impl Entry {
         number(&mut out, self.attempts.map_or(Value::Null, Value::from));
         out.push_str(",\"callId\":");
         write_json_string(&self.call_id, &mut out);
+        // Origin and canceller joined later, as keys only there when set: older entries keep
+        // their hashes.
+        if let Some(who) = &self.cancelled_by {
+            out.push_str(",\"cancelledBy\":");
+            write_json_string(who, &mut out);
+        }
         // Only when present, so entries without content keep the hash they always had.
         if let Some(content) = &self.content_json {
             out.push_str(",\"content\":");
@@ -361,6 +384,10 @@ impl Entry {
         write_json_string(&self.input_json, &mut out);
         out.push_str(",\"kind\":");
         write_json_string(&self.kind, &mut out);
+        if let Some(origin) = &self.origin_json {
+            out.push_str(",\"origin\":");
+            write_json_string(origin, &mut out);
+        }
         out.push_str(",\"outputRef\":");
         opt_str(&mut out, self.output_ref.as_deref());
         out.push_str(",\"outputSha256\":");
@@ -394,6 +421,8 @@ impl Entry {
             output_ref: None,
             output_sha256: None,
             content_json: None,
+            origin_json: None,
+            cancelled_by: None,
             attempts: None,
             duration_ms: None,
             fetched_at: String::new(),
@@ -449,6 +478,11 @@ impl Entry {
                 Some(raw) => from_json(raw, "audit content digests")?,
                 None => Vec::new(),
             },
+            origin: match &self.origin_json {
+                Some(raw) => Some(from_json(raw, "audit call origin")?),
+                None => None,
+            },
+            cancelled_by: self.cancelled_by,
         })
     }
 }
@@ -473,7 +507,7 @@ fn clean(text: &str) -> String {
     text.replace('\0', "\u{fffd}")
 }
 
-const ENTRY_COLUMNS: &str = "seq, kind, call_id, tool, definition_hash, principal, input_json, error_kind, error, data_json, output_ref, output_sha256, content_json, attempts, duration_ms, fetched_at, truncated, recorded_at, prev_hash, hash";
+const ENTRY_COLUMNS: &str = "seq, kind, call_id, tool, definition_hash, principal, input_json, error_kind, error, data_json, output_ref, output_sha256, content_json, origin_json, cancelled_by, attempts, duration_ms, fetched_at, truncated, recorded_at, prev_hash, hash";
 
 macro_rules! entry_from_row {
     ($row:expr) => {{
@@ -494,6 +528,8 @@ macro_rules! entry_from_row {
             output_ref: row.try_get("output_ref").map_err(e())?,
             output_sha256: row.try_get("output_sha256").map_err(e())?,
             content_json: row.try_get("content_json").map_err(e())?,
+            origin_json: row.try_get("origin_json").map_err(e())?,
+            cancelled_by: row.try_get("cancelled_by").map_err(e())?,
             attempts: row.try_get("attempts").map_err(e())?,
             duration_ms: row.try_get("duration_ms").map_err(e())?,
             fetched_at: row.try_get("fetched_at").map_err(e())?,
@@ -582,6 +618,8 @@ impl Store {
                         .bind(entry.output_ref.take())
                         .bind(entry.output_sha256.take())
                         .bind(entry.content_json.take())
+                        .bind(entry.origin_json.take())
+                        .bind(entry.cancelled_by.take())
                         .bind(entry.attempts)
                         .bind(entry.duration_ms)
                         .bind(std::mem::take(&mut entry.fetched_at))
@@ -822,6 +860,11 @@ fn finished_entry(record: &AuditRecord) -> Entry {
     if !record.content.is_empty() {
         e.content_json = serde_json::to_string(&record.content).ok();
     }
+    e.origin_json = record
+        .origin
+        .as_ref()
+        .and_then(|o| serde_json::to_string(o).ok());
+    e.cancelled_by = record.cancelled_by.as_deref().map(clean);
     e.attempts = Some(i64::from(record.attempts));
     e.duration_ms = Some(record.duration_ms);
     e.fetched_at = ts(record.fetched_at);
@@ -831,7 +874,7 @@ fn finished_entry(record: &AuditRecord) -> Entry {
 
 /// Most entries one audit transaction writes.
 const MAX_BATCH: usize = 512;
-/// Rows per INSERT statement (20 bound values each, far below SQLite's and PostgreSQL's limits).
+/// Rows per INSERT statement (22 bound values each, far below SQLite's and PostgreSQL's limits).
 const INSERT_ROWS: usize = 128;
 /// Entries that may wait for the writer before queueing callers wait too.
 const QUEUE_CAPACITY: usize = 8192;
@@ -962,7 +1005,7 @@ fn insert_chunk_sizes(len: usize) -> impl Iterator<Item = usize> {
 }
 
 /// Columns of an `audit_log` row, in the order [`Store::append_batch`] binds them.
-const INSERT_COLUMNS: [&str; 20] = [
+const INSERT_COLUMNS: [&str; 22] = [
     "seq",
     "kind",
     "call_id",
@@ -976,6 +1019,8 @@ const INSERT_COLUMNS: [&str; 20] = [
     "output_ref",
     "output_sha256",
     "content_json",
+    "origin_json",
+    "cancelled_by",
     "attempts",
     "duration_ms",
     "fetched_at",
@@ -1094,6 +1139,13 @@ mod tests {
         if let Some(digests) = &e.content_json {
             content["content"] = Value::String(digests.clone());
         }
+        // So did the origin and the canceller.
+        if let Some(origin) = &e.origin_json {
+            content["origin"] = Value::String(origin.clone());
+        }
+        if let Some(who) = &e.cancelled_by {
+            content["cancelledBy"] = Value::String(who.clone());
+        }
         let mut out = String::new();
         write_canonical(&content, &mut out);
         out
@@ -1164,5 +1216,11 @@ mod tests {
             Some(r#"[{"type":"image","mimeType":"image/png","bytes":4,"sha256":"00"}]"#.into());
         assert_eq!(e.canonical_content(), reference(&e));
         assert!(e.canonical_content().contains(r#","content":"[{\"type\""#));
+        e.origin_json = Some(r#"{"via":"mcp","client":"Claude \"D\"","version":"1"}"#.into());
+        assert_eq!(e.canonical_content(), reference(&e));
+        e.cancelled_by = Some("client".into());
+        assert_eq!(e.canonical_content(), reference(&e));
+        e.content_json = None;
+        assert_eq!(e.canonical_content(), reference(&e));
     }
 }

@@ -301,6 +301,11 @@ macro_rules! scripts {
                 "audit_content",
                 include_str!(concat!($dir, "/0006_audit_content.sql")),
             ),
+            (
+                8,
+                "call_origin",
+                include_str!(concat!($dir, "/0008_call_origin.sql")),
+            ),
         ]
     };
 }
