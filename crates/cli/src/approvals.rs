@@ -276,6 +276,9 @@ pub fn describe(a: &Approval) -> String {
         short(&a.definition_hash)
     );
     let _ = writeln!(t, "principal:   {}", a.principal);
+    if let Some(origin) = &a.origin {
+        let _ = writeln!(t, "from:        {origin}");
+    }
     let _ = writeln!(t, "call:        {}", a.call_id);
     if let Some(r) = &a.reason {
         let _ = writeln!(t, "reason:      {r}");

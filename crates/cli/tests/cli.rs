@@ -1260,6 +1260,18 @@ fn approvals_list_aligns_its_columns() {
         ids.push(env["approvalId"].as_str().unwrap().to_owned());
     }
     sb.run(&["approvals", "deny", &ids[0]]).expect(0);
+    // Where the call came from is kept with its approval.
+    let shown = sb.run(&["approvals", "show", &ids[1]]).expect(0);
+    assert!(
+        shown.stdout().contains("from:        command line"),
+        "{}",
+        shown.stdout()
+    );
+    let shown = sb
+        .run(&["approvals", "show", &ids[1], "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(shown["origin"], serde_json::json!({"via": "cli"}));
     let run = sb.run(&["approvals", "list"]).expect(0);
     let mut text = redact_timestamps(&run.stdout());
     for (i, id) in ids.iter().enumerate() {

@@ -375,3 +375,87 @@ fn stdio_started_in_the_home_folder_serves_no_files() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_audit_log_says_which_client_called_and_who_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(
+        tools.join("nap.toml"),
+        "name = \"nap\"\ndescription = \"Sleeps for five seconds, to be cancelled.\"\neffect = \"read\"\n[constraints]\nisolation = \"none\"\ntimeout_ms = 20000\n[run]\nkind = \"command\"\nprogram = \"/bin/sleep\"\nargs = [\"5\"]\n",
+    )
+    .unwrap();
+    let mut child = toolgate(dir.path())
+        .env_remove("TOOLGATE_ROOT")
+        .args(["--tools-dir", tools.to_str().unwrap(), "serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"Desk Client","version":"4.5.6"}}}}}}"#).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"calculator","arguments":{{"expression":"1+1"}}}}}}"#).unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"nap","arguments":{{}}}}}}"#).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":3,"reason":"user pressed stop"}}}}"#).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let audit = toolgate(dir.path())
+        .args(["--tools-dir", tools.to_str().unwrap(), "audit", "--json"])
+        .output()
+        .unwrap();
+    let calls: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let calls = calls["calls"].as_array().unwrap();
+    let of = |tool: &str| calls.iter().find(|c| c["tool"] == tool).unwrap().clone();
+    let origin = serde_json::json!({"via": "mcp", "client": "Desk Client", "version": "4.5.6"});
+    let calc = of("calculator");
+    assert_eq!(calc["origin"], origin, "{calc}");
+    assert!(calc.get("cancelledBy").is_none(), "{calc}");
+    let nap = of("nap");
+    assert_eq!(nap["errorKind"], "cancelled", "{nap}");
+    assert_eq!(nap["origin"], origin, "{nap}");
+    assert_eq!(nap["cancelledBy"], "client", "{nap}");
+    // The command line is an origin too.
+    let out = toolgate(dir.path())
+        .args([
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "2"}"#,
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let audit = toolgate(dir.path())
+        .args(["audit", "--json", "--limit", "1"])
+        .output()
+        .unwrap();
+    let calls: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    assert_eq!(
+        calls["calls"][0]["origin"],
+        serde_json::json!({"via": "cli"})
+    );
+    let verify = toolgate(dir.path())
+        .args(["audit", "verify"])
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}
