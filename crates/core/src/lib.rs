@@ -32,7 +32,7 @@ pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
 pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ToolError};
 pub use format::Format;
 pub use names::{MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAMES, ToolName};
-pub use origin::{CallOrigin, CancelNote, MAX_ORIGIN_FIELD_CHARS, describe_canceller};
+pub use origin::{CallOrigin, CancelNote, MAX_ORIGIN_FIELD_CHARS};
 pub use pipeline::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Call, CallObserver, CallRecord, CallRequest,
     Decision, Executor, InProcessExecutor, Next, Pipeline, PipelineBuilder, PreApproved,

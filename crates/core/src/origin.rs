@@ -107,18 +107,6 @@ impl CancelNote {
     }
 }
 
-/// Who cancelled a call, for people: `client` → `the client`.
-pub fn describe_canceller(who: &str) -> String {
-    match who {
-        "client" => "the client (it sent a cancellation)".to_owned(),
-        "client_disconnected" => "the client (it went away before the result)".to_owned(),
-        "user:cli" => "the user on the command line (Ctrl-C)".to_owned(),
-        "shutdown" => "the server (shutting down, after the grace period)".to_owned(),
-        "timeout" => "the timeout (the call ran out of time)".to_owned(),
-        other => other.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
