@@ -383,7 +383,7 @@ fn the_audit_log_says_which_client_called_and_who_cancelled() {
     std::fs::create_dir(&tools).unwrap();
     std::fs::write(
         tools.join("nap.toml"),
-        "name = \"nap\"\ndescription = \"Sleeps for five seconds, to be cancelled.\"\neffect = \"read\"\n[constraints]\nisolation = \"none\"\ntimeout_ms = 20000\n[run]\nkind = \"command\"\nprogram = \"/bin/sleep\"\nargs = [\"5\"]\n",
+        "name = \"nap\"\ndescription = \"Sleeps for thirty seconds, to be cancelled.\"\neffect = \"read\"\n[constraints]\nisolation = \"none\"\ntimeout_ms = 20000\n[run]\nkind = \"command\"\nprogram = \"/bin/sleep\"\nargs = [\"30\"]\n",
     )
     .unwrap();
     let mut child = toolgate(dir.path())
@@ -408,7 +408,8 @@ fn the_audit_log_says_which_client_called_and_who_cancelled() {
     line.clear();
     stdout.read_line(&mut line).unwrap();
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"nap","arguments":{{}}}}}}"#).unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Long enough for the call to be under way (a cancellation for an unknown id is ignored).
+    std::thread::sleep(Duration::from_millis(1500));
     writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":3,"reason":"user pressed stop"}}}}"#).unwrap();
     std::thread::sleep(Duration::from_millis(700));
     drop(stdin);
