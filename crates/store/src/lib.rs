@@ -27,8 +27,9 @@
 //! [`AuditObserver`]; the outcome of a call that finished just before a crash may be lost, its
 //! `started` entry is not. Entries are never updated, only appended, and form a SHA-256 hash chain
 //! ([`Store::verify`]): editing or deleting a row breaks the chain at that row (and outputs kept
-//! apart are covered through their SHA-256). The one change the chain alone cannot show is the
-//! removal of the newest entries; compare the entry count with an earlier verification for that.
+//! apart are covered through their SHA-256). The removal of the newest entries (or of all of them)
+//! leaves a valid chain; signed checkpoints of the head, kept in the database and in a file
+//! outside it, show it (see [`AuditAnchor`] and [`Store::verify`]).
 //!
 //! # Concurrency
 //!
@@ -226,7 +227,6 @@ impl Store {
         options: &StoreOptions,
         anchor: &AuditAnchor,
     ) -> Result<Store, StoreError> {
-        let checkpoints = checkpoint::Checkpointer::new(anchor)?;
         let (pool, channel) = match url {
             DbUrl::Sqlite(path) => (Pool::Sqlite(open_sqlite(url, path).await?), String::new()),
             DbUrl::Postgres(raw) => {
@@ -239,6 +239,8 @@ impl Store {
                 (Pool::Postgres(pool), channel)
             }
         };
+        // After the database: its errors name the path and the fix first.
+        let checkpoints = checkpoint::Checkpointer::new(anchor)?;
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let (listening, _) = watch::channel(false);
         let (audit_writer, audit_jobs) = audit::AuditWriter::new();
