@@ -238,7 +238,9 @@ impl Checkpointer {
         };
         let key = load_key(key)?;
         let keyed = HmacSha256::new_from_slice(&key).map_err(|e| {
-            StoreError::AuditKey(format!("The audit checkpoint key cannot key HMAC-SHA256: {e}"))
+            StoreError::AuditKey(format!(
+                "The audit checkpoint key cannot key HMAC-SHA256: {e}"
+            ))
         })?;
         let (head, _) = watch::channel(None);
         Ok(Some(Self {
@@ -643,12 +645,18 @@ impl Store {
                     source,
                     seq: Some(c.seq),
                     kind: CheckpointProblemKind::Forged,
-                    reason: "its MAC does not match the audit key (forged, or signed with another key)".to_owned(),
+                    reason:
+                        "its MAC does not match the audit key (forged, or signed with another key)"
+                            .to_owned(),
                 });
                 continue;
             }
             if c.seq > head {
-                if findings.cut.as_ref().is_none_or(|cut| cut.last_missing < c.seq) {
+                if findings
+                    .cut
+                    .as_ref()
+                    .is_none_or(|cut| cut.last_missing < c.seq)
+                {
                     findings.cut = Some(CutTail {
                         first_missing: head + 1,
                         last_missing: c.seq,

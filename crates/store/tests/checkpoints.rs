@@ -163,10 +163,9 @@ fn assert_cut(report: &VerifyReport, first: i64, last: i64, head: i64) {
 
 async fn last_entry_body(a: &Anchored) {
     twenty(a).await;
-    let n = a
-        .db
-        .exec("DELETE FROM audit_log WHERE seq = (SELECT MAX(seq) FROM audit_log)")
-        .await;
+    let n =
+        a.db.exec("DELETE FROM audit_log WHERE seq = (SELECT MAX(seq) FROM audit_log)")
+            .await;
     assert_eq!(n, 1);
     let report = a.db.store.verify().await.unwrap();
     assert_cut(&report, 20, 20, 19);
@@ -234,11 +233,7 @@ async fn forged_body(a: &Anchored) {
 
     // The file edited to claim another seq: its MAC no longer matches.
     let text = std::fs::read_to_string(a.file()).unwrap();
-    std::fs::write(
-        a.file(),
-        text.replace("\"seq\":20", "\"seq\":19"),
-    )
-    .unwrap();
+    std::fs::write(a.file(), text.replace("\"seq\":20", "\"seq\":19")).unwrap();
     let report = a.db.store.verify().await.unwrap();
     let kinds: Vec<_> = report
         .checkpoint_problems
@@ -247,7 +242,10 @@ async fn forged_body(a: &Anchored) {
         .collect();
     assert_eq!(
         kinds,
-        [(CheckpointProblemKind::Forged, CheckpointSource::File(a.file()))],
+        [(
+            CheckpointProblemKind::Forged,
+            CheckpointSource::File(a.file())
+        )],
         "{report:?}"
     );
     // An unreadable file is reported too.
