@@ -938,10 +938,10 @@ impl AuditWriter {
                 }
                 // After the callers are answered: the checkpointer signs the new head in the
                 // background (a `watch` send here, no I/O).
-                if let (Ok(Some(head)), Some(inner)) = (result, inner) {
-                    if let Some(checkpoints) = &inner.checkpoints {
-                        checkpoints.publish(head);
-                    }
+                if let (Ok(Some(head)), Some(inner)) = (result, inner)
+                    && let Some(checkpoints) = &inner.checkpoints
+                {
+                    checkpoints.publish(head);
                 }
             }
         });

@@ -418,10 +418,10 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Best effort: makes a rename or link in `path`'s folder durable.
 fn sync_parent(path: &Path) {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if let Ok(dir) = std::fs::File::open(parent) {
-            let _ = dir.sync_all();
-        }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && let Ok(dir) = std::fs::File::open(parent)
+    {
+        let _ = dir.sync_all();
     }
 }
 
@@ -458,7 +458,7 @@ fn read_checkpoint_file(path: &Path) -> Result<Option<Checkpoint>, String> {
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
@@ -505,13 +505,13 @@ impl Store {
             }
             None => None,
         };
-        if let Some(f) = &file {
-            if !cp.valid(f) {
-                return Err(StoreError::AuditWrite(format!(
-                    "The audit checkpoint file {} is not signed with this audit key (forged, or the key changed); not replacing it: run `toolgate audit verify`",
-                    cp.file.as_deref().unwrap_or(Path::new("")).display()
-                )));
-            }
+        if let Some(f) = &file
+            && !cp.valid(f)
+        {
+            return Err(StoreError::AuditWrite(format!(
+                "The audit checkpoint file {} is not signed with this audit key (forged, or the key changed); not replacing it: run `toolgate audit verify`",
+                cp.file.as_deref().unwrap_or(Path::new("")).display()
+            )));
         }
         let rows = self.checkpoint_rows(8).await?;
         let newest_row = rows.into_iter().find(|r| cp.valid(r));
@@ -545,11 +545,12 @@ impl Store {
             .await
             .map_err(StoreError::db("pruning audit checkpoints"))?;
         });
-        if let Some(path) = &cp.file {
-            if file.as_ref().is_none_or(|f| f.seq < signed.seq) {
-                let path = path.clone();
-                let copy = signed.clone();
-                tokio::task::spawn_blocking(move || write_checkpoint_file(&path, &copy))
+        if let Some(path) = &cp.file
+            && file.as_ref().is_none_or(|f| f.seq < signed.seq)
+        {
+            let path = path.clone();
+            let copy = signed.clone();
+            tokio::task::spawn_blocking(move || write_checkpoint_file(&path, &copy))
                     .await
                     .map_err(|e| StoreError::AuditWrite(format!("writing the checkpoint file: {e}")))?
                     .map_err(|e| {
@@ -558,7 +559,6 @@ impl Store {
                             cp.file.as_deref().unwrap_or(Path::new("")).display()
                         ))
                     })?;
-            }
         }
         tracing::info!(
             target: "toolgate::audit::checkpoint",
