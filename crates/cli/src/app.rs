@@ -81,7 +81,8 @@ impl App {
             Some(raw) => DbUrl::parse(raw).map_err(anyhow::Error::msg)?,
             None => DbUrl::Sqlite(default_db_path()),
         };
-        let store = Store::open(&url, &StoreOptions::default())
+        let anchor = config.audit.anchor(&url, |name| std::env::var(name).ok())?;
+        let store = Store::open_with(&url, &StoreOptions::default(), &anchor)
             .await
             .map_err(anyhow::Error::msg)?;
         let registry = Arc::new(Registry::with_max_isolation(plan.max_isolation));

@@ -175,6 +175,9 @@ async fn finish(app: &App, approval: &Approval, json: bool) -> anyhow::Result<Ex
         .map_err(anyhow::Error::msg)?;
     if let Err(e) = app.store.flush_audit().await {
         eprintln!("warning: the call's audit entry could not be written: {e}");
+    } else if let Err(e) = app.store.checkpoint_audit().await {
+        // The signed checkpoint of the log's head (what shows a later cut of this entry).
+        eprintln!("warning: {e}");
     }
     match ran {
         Some((_, result)) => print_result(&result, json),

@@ -59,6 +59,9 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     // Read-only calls' audit entries are queued for a group commit; write them before exiting.
     if let Err(e) = app.store.flush_audit().await {
         eprintln!("warning: the call's audit entry could not be written: {e}");
+    } else if let Err(e) = app.store.checkpoint_audit().await {
+        // The signed checkpoint of the log's head (what shows a later cut of this entry).
+        eprintln!("warning: {e}");
     }
     if let Some(id) = &result.approval_id {
         return pending(app, args, &result, id).await;

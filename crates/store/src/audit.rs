@@ -11,7 +11,7 @@
 //! exactly as they did before digests existed.
 
 use std::fmt;
-use std::sync::{OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::ser::SerializeMap;
@@ -25,6 +25,7 @@ use toolgate_core::{
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::checkpoint::{CheckpointProblem, CutTail, Head};
 use crate::error::StoreError;
 use crate::{Inner, LOCK_AUDIT, Store, from_json, now, on_pool, parse_ts, ts, write_tx};
 
@@ -279,8 +280,17 @@ impl Serialize for AuditCall {
 pub struct VerifyReport {
     /// Entries checked.
     pub entries: u64,
+    /// The chain is intact, no checkpoint shows a cut or rewritten log, none is forged.
     pub ok: bool,
     pub first_broken: Option<BrokenLink>,
+    /// Whether the store has a checkpoint key (without one a cut tail goes unnoticed).
+    pub anchored: bool,
+    /// The newest checkpointed entry that still matches its checkpoint.
+    pub checkpointed: Option<i64>,
+    /// The newest entries are gone: the range a checkpoint proves existed.
+    pub cut: Option<CutTail>,
+    /// Checkpoints that are forged, unreadable, or name a rewritten or missing entry.
+    pub checkpoint_problems: Vec<CheckpointProblem>,
 }
 
 /// Where the chain first breaks.
@@ -487,7 +497,7 @@ impl Entry {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -564,13 +574,14 @@ impl Store {
     }
 
     /// Appends `entries` to the chain in one transaction under the audit write lock; fills in
-    /// each one's `seq`, `recorded_at`, `prev_hash` and `hash`.
-    async fn append_batch(&self, entries: &mut [Entry]) -> Result<(), StoreError> {
+    /// each one's `seq` (the other columns are moved into the statement). Returns the new head
+    /// for the checkpointer, when the store has one.
+    async fn append_batch(&self, entries: &mut [Entry]) -> Result<Option<Head>, StoreError> {
         let placeholders = match &self.inner.pool {
             crate::Pool::Sqlite(_) => Placeholders::Question,
             crate::Pool::Postgres(_) => Placeholders::Numbered,
         };
-        write_tx!(self, LOCK_AUDIT, tx => {
+        let head = write_tx!(self, LOCK_AUDIT, tx => {
             let last: Option<(i64, String)> =
                 sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
                     .fetch_optional(&mut *tx)
@@ -593,6 +604,7 @@ impl Store {
                 entry.hash = entry.compute_hash();
                 prev = entry.hash.clone();
             }
+            let head = self.inner.checkpoints.as_ref().map(|_| Head { seq, hash: prev });
             // Multi-row INSERTs: each statement is a round trip to the database (a thread hop
             // for SQLite), so a batch costs a few instead of one per entry. Chunks hold
             // INSERT_ROWS rows or a power of two fewer, so only a handful of distinct
@@ -633,8 +645,9 @@ impl Store {
                     .await
                     .map_err(StoreError::db("writing the audit log"))?;
             }
+            head
         });
-        Ok(())
+        Ok(head)
     }
 
     /// Records, durably, that a side-effecting call is about to run. Commits before returning.
@@ -756,9 +769,22 @@ impl Store {
 
     /// Walks the chain in `seq` order and reports the first entry that was altered (its content
     /// no longer matches its hash) or follows a removed one (a gap in `seq`, or a `prev_hash` that
-    /// is not the previous entry's hash). Removing the newest entries leaves no trace in the chain
-    /// itself; compare `entries` with an earlier report to notice that.
+    /// is not the previous entry's hash); then checks the chain against every checkpoint kept
+    /// (see [`crate::checkpoint`]): removed newest entries show as a [`CutTail`], a checkpoint
+    /// with a bad MAC or naming a rewritten entry as a [`CheckpointProblem`].
     pub async fn verify(&self) -> Result<VerifyReport, StoreError> {
+        let mut report = self.verify_chain().await?;
+        let findings = self.check_checkpoints().await?;
+        report.ok = report.ok && findings.cut.is_none() && findings.problems.is_empty();
+        report.anchored = findings.anchored;
+        report.checkpointed = findings.checkpointed;
+        report.cut = findings.cut;
+        report.checkpoint_problems = findings.problems;
+        Ok(report)
+    }
+
+    /// The hash chain alone.
+    async fn verify_chain(&self) -> Result<VerifyReport, StoreError> {
         // Read your writes: entries queued for the next group commit are written first.
         self.flush_audit().await?;
         let sql = entries_sql("WHERE seq > $1 ORDER BY seq LIMIT $2");
@@ -792,6 +818,7 @@ impl Store {
                             seq: entry.seq,
                             reason,
                         }),
+                        ..VerifyReport::intact(0)
                     })
                 };
                 if entry.seq != last_seq + 1 {
@@ -827,11 +854,21 @@ impl Store {
                 last_hash = entry.hash;
             }
         }
-        Ok(VerifyReport {
+        Ok(VerifyReport::intact(entries))
+    }
+}
+
+impl VerifyReport {
+    fn intact(entries: u64) -> Self {
+        Self {
             entries,
             ok: true,
             first_broken: None,
-        })
+            anchored: false,
+            checkpointed: None,
+            cut: None,
+            checkpoint_problems: Vec::new(),
+        }
     }
 }
 
@@ -916,13 +953,16 @@ impl AuditWriter {
                 let had_entry: Vec<bool> = batch.iter().map(|j| j.entry.is_some()).collect();
                 let mut entries: Vec<Entry> =
                     batch.iter_mut().filter_map(|j| j.entry.take()).collect();
-                let result = match store.upgrade() {
+                let inner = store.upgrade();
+                let result = match &inner {
                     None => Err("the store is closed".to_owned()),
-                    Some(_) if entries.is_empty() => Ok(()),
-                    Some(inner) => Store { inner }
-                        .append_batch(&mut entries)
-                        .await
-                        .map_err(|e| e.to_string()),
+                    Some(_) if entries.is_empty() => Ok(None),
+                    Some(inner) => Store {
+                        inner: Arc::clone(inner),
+                    }
+                    .append_batch(&mut entries)
+                    .await
+                    .map_err(|e| e.to_string()),
                 };
                 if let Err(e) = &result {
                     tracing::error!(error = %e, entries = entries.len(), "audit entries could not be written");
@@ -932,12 +972,19 @@ impl AuditWriter {
                     // Jobs with an entry took one seq each, in order; barriers take none.
                     let seq = if had_entry { seqs.next() } else { None };
                     let answer = match &result {
-                        Ok(()) => Ok(seq.unwrap_or(0)),
+                        Ok(_) => Ok(seq.unwrap_or(0)),
                         Err(e) => Err(e.clone()),
                     };
                     if let Some(done) = job.done {
                         let _ = done.send(answer);
                     }
+                }
+                // After the callers are answered: the checkpointer signs the new head in the
+                // background (a `watch` send here, no I/O).
+                if let (Ok(Some(head)), Some(inner)) = (result, inner)
+                    && let Some(checkpoints) = &inner.checkpoints
+                {
+                    checkpoints.publish(head);
                 }
             }
         });
