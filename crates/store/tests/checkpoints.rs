@@ -121,6 +121,8 @@ fn record(i: usize) -> AuditRecord {
         output_ref: None,
         content: Vec::new(),
         recorded_at: None,
+        origin: None,
+        cancelled_by: None,
     }
 }
 
