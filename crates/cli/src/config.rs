@@ -9,7 +9,7 @@ use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_net::NetPolicy;
-use toolgate_server::{PrincipalEntry, WebhookConfig, parse_token_hash};
+use toolgate_server::{PrincipalEntry, SessionLimits, WebhookConfig, parse_token_hash};
 use toolgate_store::Plan;
 
 /// `toolgate.toml`.
@@ -131,6 +131,30 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
     /// Largest request body in bytes (default 4 MiB).
     pub max_body_bytes: Option<usize>,
+    /// Open MCP sessions on the server (default 1000); a new one past it is refused (503).
+    pub max_sessions: Option<usize>,
+    /// Open MCP sessions of one principal (default 100); a new one past it is refused (429).
+    pub max_sessions_per_principal: Option<usize>,
+    /// Seconds an MCP session without requests lives (default 1800, 30 minutes).
+    pub session_idle_timeout_seconds: Option<u64>,
+}
+
+impl ServerConfig {
+    /// The MCP session caps and idle timeout; zero is refused (there is no unlimited).
+    pub fn session_limits(&self) -> anyhow::Result<SessionLimits> {
+        let defaults = SessionLimits::default();
+        SessionLimits {
+            max_sessions: self.max_sessions.unwrap_or(defaults.max_sessions),
+            max_per_principal: self
+                .max_sessions_per_principal
+                .unwrap_or(defaults.max_per_principal),
+            idle_timeout: self
+                .session_idle_timeout_seconds
+                .map_or(defaults.idle_timeout, std::time::Duration::from_secs),
+        }
+        .checked()
+        .map_err(|e| anyhow::anyhow!("{e}"))
+    }
 }
 
 impl Config {
@@ -196,6 +220,10 @@ impl Config {
         }
         config
             .principal_entries()
+            .with_context(|| format!("Invalid config file {}", path.display()))?;
+        config
+            .server
+            .session_limits()
             .with_context(|| format!("Invalid config file {}", path.display()))?;
         Ok(config)
     }
