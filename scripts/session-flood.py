@@ -16,6 +16,8 @@ Usage: scripts/session-flood.py [--bin PATH] [--sessions N] [--config FILE] [--s
   --config FILE   a config file for `toolgate --config` (default: none, i.e. the defaults)
   --settle S      seconds to wait after the flood before the second reading (default 2)
   --token TOKEN   bearer token sent with every request (for a config with principals)
+  --later S       also read the memory S seconds after the flood (idle sessions go to sleep
+                  after 60 s and expire after the idle timeout)
   --json          print one JSON line instead of text
 """
 
@@ -121,6 +123,7 @@ def main():
     ap.add_argument("--config", default=None)
     ap.add_argument("--settle", type=float, default=2.0)
     ap.add_argument("--token", default=os.environ.get("TOOLGATE_TOKEN"))
+    ap.add_argument("--later", type=float, default=0.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     binary = args.bin or default_bin()
@@ -159,6 +162,10 @@ def main():
             time.sleep(args.settle)
             after = rss_kib(proc.pid)
             conn.close()
+            later = None
+            if args.later > 0:
+                time.sleep(args.later)
+                later = rss_kib(proc.pid)
         finally:
             proc.terminate()
             try:
@@ -176,6 +183,8 @@ def main():
             "growth_mib": round((after - before) / 1024, 1),
             "per_open_session_kib": round((after - before) / opened, 1) if opened else None,
             "seconds": round(elapsed, 1),
+            "later_s": args.later if later is not None else None,
+            "rss_later_mib": round(later / 1024, 1) if later is not None else None,
             "first_refusal": refusal,
         }
     if args.json:
@@ -188,6 +197,9 @@ def main():
     print(f"RSS before  {result['rss_before_mib']} MiB")
     print(f"RSS after   {result['rss_after_mib']} MiB  (+{result['growth_mib']} MiB"
           + (f", {result['per_open_session_kib']} KiB per open session)" if opened else ")"))
+    if later is not None:
+        print(f"RSS {args.later:g} s later  {result['rss_later_mib']} MiB  "
+              f"(+{round((later - before) / 1024, 1)} MiB over the start)")
     if refusal:
         print(f"refusal     {refusal}")
 

@@ -151,6 +151,7 @@ impl ServerConfig {
             idle_timeout: self
                 .session_idle_timeout_seconds
                 .map_or(defaults.idle_timeout, std::time::Duration::from_secs),
+            max_awake_idle: defaults.max_awake_idle,
         }
         .checked()
         .map_err(|e| anyhow::anyhow!("{e}"))

@@ -35,8 +35,8 @@ pub use error::{ServerError, ServerErrorKind};
 pub use events::{EventHub, HubEvent};
 pub use mcp::GOVERNANCE_META_KEY;
 pub use mcp_sessions::{
-    DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, DEFAULT_SESSION_IDLE_TIMEOUT,
-    SLEEP_AFTER, SessionCounts, SessionLimits,
+    DEFAULT_MAX_AWAKE_IDLE, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+    DEFAULT_SESSION_IDLE_TIMEOUT, SLEEP_AFTER, SessionCounts, SessionLimits,
 };
 pub use metrics::install_prometheus;
 pub use openapi::{ROUTES, openapi_document};

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use axum::response::IntoResponse;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
@@ -20,7 +21,6 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use axum::response::IntoResponse;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;

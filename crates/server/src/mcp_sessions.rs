@@ -52,6 +52,10 @@ pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// A session whose streams are closed sleeps (its rmcp worker ends) after this long without
 /// requests, or after the idle timeout if that is shorter.
 pub const SLEEP_AFTER: Duration = Duration::from_secs(60);
+/// Default number of sessions kept awake without an open stream: past it, the least recently
+/// used of them go to sleep at once (an awake session costs about 140 KiB, a sleeping one
+/// under 1 KiB).
+pub const DEFAULT_MAX_AWAKE_IDLE: usize = 64;
 
 /// The header carrying the session id.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -69,6 +73,8 @@ pub struct SessionLimits {
     /// A session without requests (and without an open stream) for this long is removed
     /// (`[server] session_idle_timeout_seconds`).
     pub idle_timeout: Duration,
+    /// Sessions without an open stream kept awake; the least recently used beyond it sleep.
+    pub max_awake_idle: usize,
 }
 
 impl Default for SessionLimits {
@@ -77,6 +83,7 @@ impl Default for SessionLimits {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
             idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
+            max_awake_idle: DEFAULT_MAX_AWAKE_IDLE,
         }
     }
 }
@@ -92,6 +99,11 @@ impl SessionLimits {
         if self.max_per_principal == 0 {
             return Err(ServerError::BadRequest(
                 "[server] max_sessions_per_principal must be at least 1 (there is no unlimited setting; the default is 100)".into(),
+            ));
+        }
+        if self.max_awake_idle == 0 {
+            return Err(ServerError::BadRequest(
+                "max_awake_idle must be at least 1".into(),
             ));
         }
         if self.idle_timeout.is_zero() {
@@ -171,6 +183,8 @@ struct Shared {
     local: LocalSessionManager,
     table: Mutex<Table>,
     sweeping: AtomicBool,
+    /// Wakes the sweeper early (too many sessions awake).
+    crowded: tokio::sync::Notify,
     stop: CancellationToken,
 }
 
@@ -248,10 +262,11 @@ impl BoundedSessions {
     /// A session manager with these limits; its sweeper stops when `stop` fires.
     pub(crate) fn new(limits: SessionLimits, stop: CancellationToken) -> Self {
         let mut config = SessionConfig::default();
-        // toolgate expires idle sessions itself (a session with an open stream or a call in
-        // progress is not idle, whatever rmcp's worker sees); rmcp's own timer stays as a
-        // backstop well past it.
-        config.keep_alive = Some(limits.idle_timeout.saturating_mul(2));
+        // toolgate expires idle sessions itself: a session with an open stream (a call in
+        // progress, a GET stream) is not idle, though rmcp's worker sees no message for as long
+        // as the call runs, and rmcp's timer would end it mid-call. A stream whose connection
+        // drops is dropped with it, so its session becomes idle and expires here.
+        config.keep_alive = None;
         let mut local = LocalSessionManager::default();
         local.session_config = config;
         Self {
@@ -260,6 +275,7 @@ impl BoundedSessions {
                 local,
                 table: Mutex::new(Table::default()),
                 sweeping: AtomicBool::new(false),
+                crowded: tokio::sync::Notify::new(),
                 stop,
             }),
         }
@@ -290,7 +306,8 @@ impl BoundedSessions {
         F: FnOnce(axum::extract::Request) -> Fut,
         Fut: Future<Output = Response>,
     {
-        let opens = request.method() == Method::POST && !request.headers().contains_key(SESSION_HEADER);
+        let opens =
+            request.method() == Method::POST && !request.headers().contains_key(SESSION_HEADER);
         if !opens {
             return serve(request).await;
         }
@@ -353,7 +370,12 @@ impl BoundedSessions {
                 ),
             ),
         };
-        tracing::warn!(principal = owner, setting, limit, "MCP session refused: cap reached");
+        tracing::warn!(
+            principal = owner,
+            setting,
+            limit,
+            "MCP session refused: cap reached"
+        );
         let body = json!({
             "jsonrpc": "2.0",
             "id": null,
@@ -389,10 +411,13 @@ impl BoundedSessions {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
+                let Some(shared) = weak.upgrade() else { return };
                 tokio::select! {
                     () = stop.cancelled() => return,
                     _ = tick.tick() => {}
+                    () = shared.crowded.notified() => {}
                 }
+                drop(shared);
                 if !sweep(&weak).await {
                     return;
                 }
@@ -401,7 +426,11 @@ impl BoundedSessions {
     }
 
     /// Wraps a response stream so the session counts as busy while it is open.
-    fn busy<S>(&self, id: &SessionId, stream: S) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static
+    fn busy<S>(
+        &self,
+        id: &SessionId,
+        stream: S,
+    ) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static
     where
         S: Stream<Item = ServerSseMessage> + Send + Sync + 'static,
     {
@@ -433,6 +462,8 @@ async fn sweep(weak: &Weak<Shared>) -> bool {
     {
         let mut table = shared.table();
         let mut gone = Vec::new();
+        // Awake sessions without an open stream that could sleep, oldest first.
+        let mut could_sleep = Vec::new();
         for (id, entry) in table.entries.iter_mut() {
             if entry.open_streams > 0 {
                 continue;
@@ -440,10 +471,29 @@ async fn sweep(weak: &Weak<Shared>) -> bool {
             let idle = now.saturating_duration_since(entry.last_active);
             if idle >= limits.idle_timeout {
                 gone.push(id.clone());
-            } else if entry.life == Life::Awake && entry.init.is_some() && idle >= limits.sleep_after() {
+            } else if entry.life == Life::Awake && entry.init.is_some() {
+                if idle >= limits.sleep_after() {
+                    sleepy.push(id.clone());
+                } else {
+                    could_sleep.push((entry.last_active, id.clone()));
+                }
+            }
+        }
+        // Past the number of idle sessions kept awake, the least recently used sleep now.
+        let awake_idle = could_sleep.len();
+        if awake_idle > limits.max_awake_idle {
+            could_sleep.sort_unstable_by_key(|(last, _)| *last);
+            sleepy.extend(
+                could_sleep
+                    .into_iter()
+                    .take(awake_idle - limits.max_awake_idle)
+                    .map(|(_, id)| id),
+            );
+        }
+        for id in &sleepy {
+            if let Some(entry) = table.entries.get_mut(id) {
                 entry.life = Life::FallingAsleep;
                 entry.stale_worker_ends += 1;
-                sleepy.push(id.clone());
             }
         }
         for id in gone {
@@ -668,8 +718,16 @@ impl SessionStore for BoundedSessions {
         'c: 'd,
         Self: 'd,
     {
-        if let Some(entry) = self.shared.table().entries.get_mut(session_id) {
-            entry.init = Some(state.clone());
+        let crowded = {
+            let mut table = self.shared.table();
+            if let Some(entry) = table.entries.get_mut(session_id) {
+                entry.init = Some(state.clone());
+            }
+            table.entries.len() > self.shared.limits.max_awake_idle
+        };
+        if crowded {
+            // Maybe too many idle sessions awake: the sweeper checks now, not at its next tick.
+            self.shared.crowded.notify_one();
         }
         Box::pin(async { Ok(()) })
     }
