@@ -331,4 +331,45 @@ mod tests {
         assert!(bad.webhook_with_vars(|_| Some("x".into())).is_err());
         assert!(toml::from_str::<Config>("[approvals]\nwebhook_secret = \"inline\"\n").is_err());
     }
+
+    #[test]
+    fn mcp_session_limits_have_bounded_defaults_and_zero_is_refused() {
+        let server = |text: &str| toml::from_str::<Config>(text).unwrap().server;
+        let defaults = server("").session_limits().unwrap();
+        assert_eq!(
+            (
+                defaults.max_sessions,
+                defaults.max_per_principal,
+                defaults.idle_timeout.as_secs()
+            ),
+            (1000, 100, 1800)
+        );
+        let set = server(
+            "[server]\nmax_sessions = 50\nmax_sessions_per_principal = 5\nsession_idle_timeout_seconds = 90\n",
+        )
+        .session_limits()
+        .unwrap();
+        assert_eq!(
+            (
+                set.max_sessions,
+                set.max_per_principal,
+                set.idle_timeout.as_secs()
+            ),
+            (50, 5, 90)
+        );
+        for (key, named) in [
+            ("max_sessions", "max_sessions"),
+            ("max_sessions_per_principal", "max_sessions_per_principal"),
+            (
+                "session_idle_timeout_seconds",
+                "session_idle_timeout_seconds",
+            ),
+        ] {
+            let err = server(&format!("[server]\n{key} = 0\n"))
+                .session_limits()
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named) && err.contains("at least 1"), "{err}");
+        }
+    }
 }

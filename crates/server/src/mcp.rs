@@ -92,6 +92,14 @@ impl McpHandler {
             })
     }
 
+    /// The HTTP session's id (`Mcp-Session-Id` of the request), `None` on stdio.
+    fn http_session<'a>(&self, extensions: &'a rmcp::model::Extensions) -> Option<&'a str> {
+        extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+    }
+
     /// Sends `notifications/tools/list_changed` to this session whenever the registry changes,
     /// until the session or the server ends (through the server's one notifier task: no task
     /// per session).
@@ -174,18 +182,30 @@ impl ServerHandler for McpHandler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A session woken from sleep (see `mcp_sessions`) gets its logging level back.
+        if let (Some(id), Some(sessions)) = (
+            self.http_session(&context.extensions),
+            self.gw.mcp_sessions.get(),
+        ) && let Some(level) = sessions.log_level(id)
+        {
+            self.session.min_level.store(level, Ordering::SeqCst);
+        }
         self.watch_registry(context.peer);
     }
 
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let level = from_mcp_level(request.level);
-        self.session
-            .min_level
-            .store(level_index(level), Ordering::SeqCst);
+        let level = level_index(from_mcp_level(request.level));
+        self.session.min_level.store(level, Ordering::SeqCst);
+        if let (Some(id), Some(sessions)) = (
+            self.http_session(&context.extensions),
+            self.gw.mcp_sessions.get(),
+        ) {
+            sessions.remember_log_level(id, level);
+        }
         Ok(())
     }
 

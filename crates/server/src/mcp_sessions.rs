@@ -149,6 +149,8 @@ struct Entry {
     stale_worker_ends: u32,
     /// The client's `initialize`, replayed to wake the session.
     init: Option<SessionState>,
+    /// The client's `logging/setLevel` (an index into `LogLevel::ALL`), restored on waking.
+    log_level: Option<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -297,6 +299,22 @@ impl BoundedSessions {
             }
         }
         counts
+    }
+
+    /// Keeps the session's logging level, to restore it when the session wakes.
+    pub(crate) fn remember_log_level(&self, id: &str, level: usize) {
+        if let Some(entry) = self.shared.table().entries.get_mut(id) {
+            entry.log_level = Some(level);
+        }
+    }
+
+    /// The logging level the session's client asked for, if it did.
+    pub(crate) fn log_level(&self, id: &str) -> Option<usize> {
+        self.shared
+            .table()
+            .entries
+            .get(id)
+            .and_then(|e| e.log_level)
     }
 
     /// Serves one `/mcp` request: a request that would open a session (a POST without
@@ -497,10 +515,10 @@ async fn sweep(weak: &Weak<Shared>) -> bool {
             }
         }
         for id in gone {
-            if let Some(entry) = table.remove(&id) {
-                if entry.life != Life::Asleep {
-                    expired.push(id);
-                }
+            if let Some(entry) = table.remove(&id)
+                && entry.life != Life::Asleep
+            {
+                expired.push(id);
             }
         }
     }
@@ -529,11 +547,11 @@ struct StreamGuard {
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared.upgrade() {
-            if let Some(entry) = shared.table().entries.get_mut(&self.id) {
-                entry.open_streams = entry.open_streams.saturating_sub(1);
-                entry.last_active = Instant::now();
-            }
+        if let Some(shared) = self.shared.upgrade()
+            && let Some(entry) = shared.table().entries.get_mut(&self.id)
+        {
+            entry.open_streams = entry.open_streams.saturating_sub(1);
+            entry.last_active = Instant::now();
         }
     }
 }
@@ -543,9 +561,9 @@ fn human(d: Duration) -> String {
     let s = d.as_secs();
     if s == 0 {
         format!("{} ms", d.as_millis())
-    } else if s % 3600 == 0 {
+    } else if s.is_multiple_of(3600) {
         format!("{} h", s / 3600)
-    } else if s % 60 == 0 {
+    } else if s.is_multiple_of(60) {
         format!("{} min", s / 60)
     } else {
         format!("{s} s")
@@ -582,6 +600,7 @@ impl SessionManager for BoundedSessions {
                 life: Life::Awake,
                 stale_worker_ends: 0,
                 init: None,
+                log_level: None,
             },
         );
         self.start_sweeper();
@@ -612,12 +631,12 @@ impl SessionManager for BoundedSessions {
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         {
             let mut table = self.shared.table();
-            if let Some(entry) = table.entries.get_mut(id) {
-                if entry.stale_worker_ends > 0 {
-                    // The end of a worker put to sleep, not of the session.
-                    entry.stale_worker_ends -= 1;
-                    return Ok(());
-                }
+            if let Some(entry) = table.entries.get_mut(id)
+                && entry.stale_worker_ends > 0
+            {
+                // The end of a worker put to sleep, not of the session.
+                entry.stale_worker_ends -= 1;
+                return Ok(());
             }
             table.remove(id);
         }
