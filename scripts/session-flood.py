@@ -116,6 +116,17 @@ def open_session(conn, token):
     return session, resp.status, ""
 
 
+def ping(port, token, session):
+    """A `ping` in an existing session: 'ok' or what came back."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    conn.request("POST", "/mcp", body=body, headers=headers(token, session))
+    resp = conn.getresponse()
+    text = resp.read().decode("utf-8", "replace")
+    conn.close()
+    return "ok" if resp.status == 200 and '"result"' in text else f"HTTP {resp.status}: {text[:200]}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--bin", default=None)
@@ -143,6 +154,7 @@ def main():
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             opened = refused = 0
             refusal = None
+            first = None
             started = time.time()
             for _ in range(args.sessions):
                 try:
@@ -154,6 +166,7 @@ def main():
                     session, status, body = open_session(conn, args.token)
                 if session:
                     opened += 1
+                    first = first or session
                 else:
                     refused += 1
                     if refusal is None:
@@ -162,6 +175,7 @@ def main():
             time.sleep(args.settle)
             after = rss_kib(proc.pid)
             conn.close()
+            first_ping = ping(port, args.token, first) if first else None
             later = None
             if args.later > 0:
                 time.sleep(args.later)
@@ -186,6 +200,7 @@ def main():
             "later_s": args.later if later is not None else None,
             "rss_later_mib": round(later / 1024, 1) if later is not None else None,
             "first_refusal": refusal,
+            "first_session_ping": first_ping,
         }
     if args.json:
         print(json.dumps(result))
@@ -202,6 +217,8 @@ def main():
               f"(+{round((later - before) / 1024, 1)} MiB over the start)")
     if refusal:
         print(f"refusal     {refusal}")
+    if first_ping:
+        print(f"first session, pinged after the flood: {first_ping}")
 
 
 if __name__ == "__main__":
