@@ -57,6 +57,11 @@ pub const SLEEP_AFTER: Duration = Duration::from_secs(60);
 /// under 1 KiB).
 pub const DEFAULT_MAX_AWAKE_IDLE: usize = 64;
 
+/// Gauge: MCP sessions over HTTP, by `state` (`awake`, `asleep`), updated by the sweeper.
+pub const SESSIONS_METRIC: &str = "mcp.sessions";
+/// Counter: new MCP sessions refused, by `setting` (the cap that refused them).
+pub const SESSIONS_REFUSED_METRIC: &str = "mcp.sessions.refused";
+
 /// The header carrying the session id.
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -394,6 +399,7 @@ impl BoundedSessions {
             limit,
             "MCP session refused: cap reached"
         );
+        metrics::counter!(SESSIONS_REFUSED_METRIC, "setting" => setting).increment(1);
         let body = json!({
             "jsonrpc": "2.0",
             "id": null,
@@ -422,6 +428,14 @@ impl BoundedSessions {
         if self.shared.sweeping.swap(true, Ordering::SeqCst) {
             return;
         }
+        metrics::describe_gauge!(
+            SESSIONS_METRIC,
+            "MCP sessions over HTTP, awake (an rmcp worker) or asleep (a record until the next request)"
+        );
+        metrics::describe_counter!(
+            SESSIONS_REFUSED_METRIC,
+            "New MCP sessions refused, by the cap that refused them"
+        );
         let weak = Arc::downgrade(&self.shared);
         let stop = self.shared.stop.clone();
         let every = self.shared.limits.sweep_every();
@@ -521,6 +535,15 @@ async fn sweep(weak: &Weak<Shared>) -> bool {
                 expired.push(id);
             }
         }
+        // Those falling asleep now count as asleep.
+        let asleep = table
+            .entries
+            .values()
+            .filter(|e| e.life != Life::Awake)
+            .count();
+        let awake = table.entries.len() - asleep;
+        metrics::gauge!(SESSIONS_METRIC, "state" => "awake").set(awake as f64);
+        metrics::gauge!(SESSIONS_METRIC, "state" => "asleep").set(asleep as f64);
     }
     for id in expired {
         tracing::debug!(session = %id, "MCP session expired (idle)");

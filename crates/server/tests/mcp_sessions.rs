@@ -173,6 +173,18 @@ async fn sessions_past_a_cap_are_refused_with_a_clear_error_and_existing_ones_ke
     );
     let (status, reply) = calculate(&h, BOB, &b1).await;
     assert_works(status, &reply);
+    // Refusals are counted by cap.
+    let metrics = h.send(Method::GET, "/metrics", Some(ALICE), None).await;
+    for setting in ["max_sessions_per_principal", "max_sessions\""] {
+        assert!(
+            metrics
+                .text
+                .lines()
+                .any(|l| l.starts_with("mcp_sessions_refused") && l.contains(setting)),
+            "{setting} not counted: {}",
+            metrics.text
+        );
+    }
 
     // Closing a session gives its slot back.
     let closed = h
