@@ -1,15 +1,17 @@
 //! Bounded MCP sessions over Streamable HTTP: a global and a per-principal cap on open sessions,
-//! expiry of idle ones, and hibernation that makes an idle session cost a few hundred bytes.
+//! expiry of idle ones, and sleep that makes an idle session cost a few hundred bytes.
 //!
-//! rmcp keeps every session as a worker task, a service task and about a dozen channels (some
-//! 130 KiB each, measured). [`BoundedSessions`] wraps rmcp's `LocalSessionManager` and keeps one
-//! small [`Entry`] per session: who opened it, when it was last used and how many response
-//! streams are open. One sweeper task (per server, not per session) puts a session whose streams
-//! are all closed to sleep after [`SLEEP_AFTER`] without requests — its rmcp worker ends, only
-//! the entry and the client's `initialize` parameters stay — and removes a session idle for the
-//! configured timeout. A request on a sleeping session wakes it: rmcp's restore path (the
-//! [`SessionStore`] here is the entry table) builds a new worker under the same id and replays
-//! the client's `initialize`, so the client notices nothing.
+//! rmcp keeps every session as a worker task, a service task and several channels (about
+//! 130 KiB a session, measured: each channel's first buffer block holds 32 messages of ~500
+//! bytes). [`BoundedSessions`] wraps rmcp's `LocalSessionManager` and keeps one small [`Entry`]
+//! per session: who opened it, when it was last used and how many response streams are open.
+//! One sweeper task (per server, not per session) puts a session whose streams are all closed to
+//! sleep after [`SLEEP_AFTER`] without requests, or at once when more than
+//! [`DEFAULT_MAX_AWAKE_IDLE`] such sessions are awake (least recently used first) — its rmcp
+//! worker ends, only the entry and the client's `initialize` parameters stay — and removes a
+//! session idle for the configured timeout. A request on a sleeping session wakes it: rmcp's
+//! restore path (the [`SessionStore`] here is the entry table) builds a new worker under the
+//! same id and replays the client's `initialize`, so the client notices nothing.
 //!
 //! The caps count sessions awake or asleep. A new session past a cap is refused before rmcp
 //! sees the request, with HTTP 503 (the server's cap) or 429 (the principal's) and a JSON-RPC
@@ -53,7 +55,7 @@ pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// requests, or after the idle timeout if that is shorter.
 pub const SLEEP_AFTER: Duration = Duration::from_secs(60);
 /// Default number of sessions kept awake without an open stream: past it, the least recently
-/// used of them go to sleep at once (an awake session costs about 140 KiB, a sleeping one
+/// used of them go to sleep at once (an awake session costs about 130 KiB, a sleeping one
 /// under 1 KiB).
 pub const DEFAULT_MAX_AWAKE_IDLE: usize = 64;
 
