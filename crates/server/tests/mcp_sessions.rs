@@ -305,3 +305,92 @@ async fn idle_sessions_past_the_awake_allowance_sleep_and_wake_on_their_next_req
     assert_eq!(counts.awake + counts.asleep, 3, "{counts:?}");
     h.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_session_wakes_with_the_logging_level_its_client_set() {
+    let h = Harness::with_options(options(SessionLimits {
+        max_awake_idle: 1,
+        ..limits(10, 10, Duration::from_secs(600))
+    }))
+    .await;
+    let chatty = toolgate_core::ToolBuilder::new(
+        "chatty",
+        "Logs one info and one error line; for tests of logging levels.",
+    )
+    .handler(|_args, ctx| async move {
+        ctx.log(toolgate_core::LogLevel::Info, "an info line");
+        ctx.log(toolgate_core::LogLevel::Error, "an error line");
+        Ok(json!({ "done": true }))
+    });
+    h.gw.registry()
+        .register(std::sync::Arc::new(chatty))
+        .unwrap();
+    let quiet = opened(&h, ALICE).await;
+    let level = rpc(
+        &h,
+        ALICE,
+        Some(&quiet),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "logging/setLevel", "params": {"level": "error"}}),
+    )
+    .await;
+    assert_eq!(level.status, StatusCode::OK, "{}", level.text);
+    // Two newer sessions: the quiet one, least recently used, goes to sleep.
+    let _ = opened(&h, ALICE).await;
+    let _ = opened(&h, BOB).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while h.gw.mcp_session_counts().asleep < 2 {
+        assert!(Instant::now() < deadline, "{:?}", h.gw.mcp_session_counts());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Log messages go out on the session's GET stream; opening it wakes the session.
+    let get = axum::http::Request::builder()
+        .method("GET")
+        .uri("/mcp")
+        .header("host", "localhost:7878")
+        .header("authorization", format!("Bearer {ALICE}"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", quiet.as_str())
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let stream = tower::ServiceExt::oneshot(h.router.clone(), get)
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let mut stream = stream.into_body();
+    let call = rpc(
+        &h,
+        ALICE,
+        Some(&quiet),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+               "params": {"name": "chatty", "arguments": {}}}),
+    )
+    .await;
+    assert_eq!(
+        message(&call)["result"]["structuredContent"]["done"],
+        true,
+        "{}",
+        call.text
+    );
+    // The info line is sent first: at the default level it would come before the error line.
+    let mut seen = String::new();
+    while !seen.contains("an error line") {
+        let frame = tokio::time::timeout(
+            Duration::from_secs(5),
+            http_body_util::BodyExt::frame(&mut stream),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("no error line on the GET stream: {seen}"))
+        .unwrap()
+        .unwrap();
+        if let Some(data) = frame.data_ref() {
+            seen.push_str(&String::from_utf8_lossy(data));
+        }
+    }
+    assert!(
+        !seen.contains("an info line"),
+        "woke with the default level: {seen}"
+    );
+    drop(stream);
+    h.cleanup().await;
+}
