@@ -18,6 +18,8 @@ Usage: scripts/session-flood.py [--bin PATH] [--sessions N] [--config FILE] [--s
   --token TOKEN   bearer token sent with every request (for a config with principals)
   --later S       also read the memory S seconds after the flood (idle sessions go to sleep
                   after 60 s and expire after the idle timeout)
+  --churn S       then, for S seconds, 8 threads call the calculator in random open sessions
+                  (most of them asleep, so each call may wake one); every call must succeed
   --json          print one JSON line instead of text
 """
 
@@ -25,10 +27,13 @@ import argparse
 import http.client
 import json
 import os
+import itertools
+import random
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -127,6 +132,47 @@ def ping(port, token, session):
     return "ok" if resp.status == 200 and '"result"' in text else f"HTTP {resp.status}: {text[:200]}"
 
 
+def churn(port, token, sessions, seconds, threads=8):
+    """Calls in random sessions from several threads: (calls that succeeded, failures)."""
+    ids = itertools.count(100)
+    lock = threading.Lock()
+    counts = {"ok": 0, "failed": []}
+    end = time.time() + seconds
+
+    def worker():
+        while time.time() < end:
+            session = random.choice(sessions)
+            with lock:
+                request_id = next(ids)  # unique per session, as JSON-RPC requires
+            body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                               "params": {"name": "calculator",
+                                          "arguments": {"expression": "1+1"}}})
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                conn.request("POST", "/mcp", body=body, headers=headers(token, session))
+                resp = conn.getresponse()
+                text = resp.read().decode("utf-8", "replace")
+                good = resp.status == 200 and '"isError":false' in text
+            except (http.client.HTTPException, OSError) as e:
+                good, text = False, repr(e)
+            finally:
+                conn.close()
+            with lock:
+                if good:
+                    counts["ok"] += 1
+                elif len(counts["failed"]) < 5:
+                    counts["failed"].append(text[:300])
+                else:
+                    counts["failed"].append("")
+
+    workers = [threading.Thread(target=worker) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return counts["ok"], counts["failed"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--bin", default=None)
@@ -135,6 +181,7 @@ def main():
     ap.add_argument("--settle", type=float, default=2.0)
     ap.add_argument("--token", default=os.environ.get("TOOLGATE_TOKEN"))
     ap.add_argument("--later", type=float, default=0.0)
+    ap.add_argument("--churn", type=float, default=0.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     binary = args.bin or default_bin()
@@ -155,6 +202,7 @@ def main():
             opened = refused = 0
             refusal = None
             first = None
+            open_ids = []
             started = time.time()
             for _ in range(args.sessions):
                 try:
@@ -167,6 +215,7 @@ def main():
                 if session:
                     opened += 1
                     first = first or session
+                    open_ids.append(session)
                 else:
                     refused += 1
                     if refusal is None:
@@ -176,6 +225,9 @@ def main():
             after = rss_kib(proc.pid)
             conn.close()
             first_ping = ping(port, args.token, first) if first else None
+            churned = None
+            if args.churn > 0 and open_ids:
+                churned = churn(port, args.token, open_ids, args.churn)
             later = None
             if args.later > 0:
                 time.sleep(args.later)
@@ -201,6 +253,8 @@ def main():
             "rss_later_mib": round(later / 1024, 1) if later is not None else None,
             "first_refusal": refusal,
             "first_session_ping": first_ping,
+            "churn_ok": churned[0] if churned else None,
+            "churn_failed": len(churned[1]) if churned else None,
         }
     if args.json:
         print(json.dumps(result))
@@ -219,6 +273,13 @@ def main():
         print(f"refusal     {refusal}")
     if first_ping:
         print(f"first session, pinged after the flood: {first_ping}")
+    if churned:
+        ok, failed = churned
+        print(f"churn       {ok} calls in random sessions for {args.churn:g} s: {len(failed)} failed")
+        for text in [f for f in failed if f][:3]:
+            print(f"  failed: {text}")
+    if (churned and churned[1]) or (first_ping and first_ping != "ok"):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
