@@ -9,7 +9,7 @@ use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_net::NetPolicy;
-use toolgate_server::{PrincipalEntry, WebhookConfig, parse_token_hash};
+use toolgate_server::{PrincipalEntry, SessionLimits, WebhookConfig, parse_token_hash};
 use toolgate_store::{AuditAnchor, AuditKey, DbUrl, Plan, suffixed};
 
 /// `toolgate.toml`.
@@ -203,6 +203,31 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
     /// Largest request body in bytes (default 4 MiB).
     pub max_body_bytes: Option<usize>,
+    /// Open MCP sessions on the server (default 1000); a new one past it is refused (503).
+    pub max_sessions: Option<usize>,
+    /// Open MCP sessions of one principal (default 100); a new one past it is refused (429).
+    pub max_sessions_per_principal: Option<usize>,
+    /// Seconds an MCP session without requests lives (default 1800, 30 minutes).
+    pub session_idle_timeout_seconds: Option<u64>,
+}
+
+impl ServerConfig {
+    /// The MCP session caps and idle timeout; zero is refused (there is no unlimited).
+    pub fn session_limits(&self) -> anyhow::Result<SessionLimits> {
+        let defaults = SessionLimits::default();
+        SessionLimits {
+            max_sessions: self.max_sessions.unwrap_or(defaults.max_sessions),
+            max_per_principal: self
+                .max_sessions_per_principal
+                .unwrap_or(defaults.max_per_principal),
+            idle_timeout: self
+                .session_idle_timeout_seconds
+                .map_or(defaults.idle_timeout, std::time::Duration::from_secs),
+            max_awake_idle: defaults.max_awake_idle,
+        }
+        .checked()
+        .map_err(|e| anyhow::anyhow!("{e}"))
+    }
 }
 
 impl Config {
@@ -270,6 +295,10 @@ impl Config {
         }
         config
             .principal_entries()
+            .with_context(|| format!("Invalid config file {}", path.display()))?;
+        config
+            .server
+            .session_limits()
             .with_context(|| format!("Invalid config file {}", path.display()))?;
         Ok(config)
     }
@@ -428,5 +457,46 @@ mod tests {
             approvals("[approvals]\nwebhook_url = \"h.example/x\"\nwebhook_secret_env = \"S\"\n");
         assert!(bad.webhook_with_vars(|_| Some("x".into())).is_err());
         assert!(toml::from_str::<Config>("[approvals]\nwebhook_secret = \"inline\"\n").is_err());
+    }
+
+    #[test]
+    fn mcp_session_limits_have_bounded_defaults_and_zero_is_refused() {
+        let server = |text: &str| toml::from_str::<Config>(text).unwrap().server;
+        let defaults = server("").session_limits().unwrap();
+        assert_eq!(
+            (
+                defaults.max_sessions,
+                defaults.max_per_principal,
+                defaults.idle_timeout.as_secs()
+            ),
+            (1000, 100, 1800)
+        );
+        let set = server(
+            "[server]\nmax_sessions = 50\nmax_sessions_per_principal = 5\nsession_idle_timeout_seconds = 90\n",
+        )
+        .session_limits()
+        .unwrap();
+        assert_eq!(
+            (
+                set.max_sessions,
+                set.max_per_principal,
+                set.idle_timeout.as_secs()
+            ),
+            (50, 5, 90)
+        );
+        for (key, named) in [
+            ("max_sessions", "max_sessions"),
+            ("max_sessions_per_principal", "max_sessions_per_principal"),
+            (
+                "session_idle_timeout_seconds",
+                "session_idle_timeout_seconds",
+            ),
+        ] {
+            let err = server(&format!("[server]\n{key} = 0\n"))
+                .session_limits()
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named) && err.contains("at least 1"), "{err}");
+        }
     }
 }

@@ -34,6 +34,7 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
         grace: Duration::from_secs(args.grace),
         approval_ttl: app.config.approvals.ttl(),
         webhook,
+        sessions: app.config.server.session_limits()?,
     };
     let http = app.http.clone();
     let executor = app.executor.clone();

@@ -9,6 +9,7 @@ mod auth;
 mod error;
 mod events;
 mod mcp;
+mod mcp_sessions;
 mod metrics;
 mod openapi;
 mod rest;
@@ -33,6 +34,10 @@ pub use auth::{Auth, Caller, PrincipalEntry, parse_token_hash, token_hash};
 pub use error::{ServerError, ServerErrorKind};
 pub use events::{EventHub, HubEvent};
 pub use mcp::GOVERNANCE_META_KEY;
+pub use mcp_sessions::{
+    DEFAULT_MAX_AWAKE_IDLE, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+    DEFAULT_SESSION_IDLE_TIMEOUT, SLEEP_AFTER, SessionCounts, SessionLimits,
+};
 pub use metrics::install_prometheus;
 pub use openapi::{ROUTES, openapi_document};
 pub use ui::{CONTENT_SECURITY_POLICY, UI_ROUTES, ui_files};
@@ -67,6 +72,8 @@ pub struct GatewayOptions {
     pub approval_ttl: Duration,
     /// Where every new pending approval is announced (signed), if anywhere.
     pub webhook: Option<Arc<Webhook>>,
+    /// Caps on MCP sessions over HTTP and their idle timeout (never unlimited).
+    pub sessions: SessionLimits,
 }
 
 impl Default for GatewayOptions {
@@ -81,6 +88,7 @@ impl Default for GatewayOptions {
             grace: DEFAULT_GRACE,
             approval_ttl: toolgate_store::DEFAULT_APPROVAL_TTL,
             webhook: None,
+            sessions: SessionLimits::default(),
         }
     }
 }
@@ -108,6 +116,10 @@ pub struct Gateway {
     cancel_calls: CancellationToken,
     /// Fires when long-lived streams (MCP sessions, SSE) must end.
     close_streams: CancellationToken,
+    /// `notifications/tools/list_changed` to every MCP session, from one task.
+    list_changed: Arc<mcp_sessions::ListChanged>,
+    /// The MCP sessions of `/mcp` (made with the router).
+    mcp_sessions: std::sync::OnceLock<mcp_sessions::BoundedSessions>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -139,6 +151,7 @@ impl Gateway {
         customize: impl FnOnce(PipelineBuilder) -> PipelineBuilder,
     ) -> Result<Arc<Self>, ServerError> {
         let auth = Auth::new(&options.principals, &options.plan)?;
+        options.sessions.checked()?;
         let hub = EventHub::new();
         let quotas = options
             .principals
@@ -170,6 +183,8 @@ impl Gateway {
             calls: TaskTracker::new(),
             cancel_calls: CancellationToken::new(),
             close_streams: CancellationToken::new(),
+            list_changed: Arc::new(mcp_sessions::ListChanged::default()),
+            mcp_sessions: std::sync::OnceLock::new(),
         }))
     }
 
@@ -279,6 +294,18 @@ impl Gateway {
             self.calls.wait().await;
         }
         self.close_streams.cancel();
+    }
+
+    /// How many MCP sessions over HTTP are awake (served by a worker) and asleep (reduced to
+    /// their record until their next request).
+    pub fn mcp_session_counts(&self) -> SessionCounts {
+        let mut counts = self
+            .mcp_sessions
+            .get()
+            .map(mcp_sessions::BoundedSessions::counts)
+            .unwrap_or_default();
+        counts.list_changed = self.list_changed.len();
+        counts
     }
 
     /// Calls in flight right now.

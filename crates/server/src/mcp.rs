@@ -9,8 +9,9 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use axum::response::IntoResponse;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
@@ -19,7 +20,6 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
@@ -34,6 +34,7 @@ use toolgate_export::{ExportFormat, ExportOptions};
 use crate::Gateway;
 use crate::auth::Caller;
 use crate::error::ServerError;
+use crate::mcp_sessions::{BoundedSessions, ListChangedSubscription};
 
 pub use toolgate_export::GOVERNANCE_META_KEY;
 
@@ -57,8 +58,9 @@ pub(crate) struct McpHandler {
 struct Session {
     /// Index into [`LogLevel::ALL`] of the least severe level the client wants.
     min_level: AtomicUsize,
-    /// Whether the registry watcher (for `tools/list_changed`) runs.
-    watching: AtomicBool,
+    /// The session's place in the server's `tools/list_changed` notifier (from `initialized`
+    /// on; dropped with the session).
+    list_changed: std::sync::Mutex<Option<ListChangedSubscription>>,
     /// The caller on stdio, where there are no HTTP headers.
     stdio: Option<Arc<Caller>>,
 }
@@ -69,7 +71,7 @@ impl McpHandler {
             gw,
             session: Arc::new(Session {
                 min_level: AtomicUsize::new(level_index(LogLevel::Info)),
-                watching: AtomicBool::new(false),
+                list_changed: std::sync::Mutex::new(None),
                 stdio,
             }),
         }
@@ -90,30 +92,30 @@ impl McpHandler {
             })
     }
 
+    /// The HTTP session's id (`Mcp-Session-Id` of the request), `None` on stdio.
+    fn http_session<'a>(&self, extensions: &'a rmcp::model::Extensions) -> Option<&'a str> {
+        extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+    }
+
     /// Sends `notifications/tools/list_changed` to this session whenever the registry changes,
-    /// until the session or the server ends.
+    /// until the session or the server ends (through the server's one notifier task: no task
+    /// per session).
     fn watch_registry(&self, peer: Peer<RoleServer>) {
-        if self.session.watching.swap(true, Ordering::SeqCst) {
-            return;
+        let mut subscription = self
+            .session
+            .list_changed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if subscription.is_none() {
+            *subscription = Some(self.gw.list_changed.subscribe(
+                self.gw.registry(),
+                &self.gw.close_streams,
+                peer,
+            ));
         }
-        let mut changes = self.gw.registry().subscribe();
-        changes.mark_unchanged();
-        let stop = self.gw.close_streams.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    changed = changes.changed() => {
-                        if changed.is_err() || peer.is_transport_closed() {
-                            return;
-                        }
-                        if peer.notify_tool_list_changed().await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
     }
 }
 
@@ -180,18 +182,30 @@ impl ServerHandler for McpHandler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A session woken from sleep (see `mcp_sessions`) gets its logging level back.
+        if let (Some(id), Some(sessions)) = (
+            self.http_session(&context.extensions),
+            self.gw.mcp_sessions.get(),
+        ) && let Some(level) = sessions.log_level(id)
+        {
+            self.session.min_level.store(level, Ordering::SeqCst);
+        }
         self.watch_registry(context.peer);
     }
 
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let level = from_mcp_level(request.level);
-        self.session
-            .min_level
-            .store(level_index(level), Ordering::SeqCst);
+        let level = level_index(from_mcp_level(request.level));
+        self.session.min_level.store(level, Ordering::SeqCst);
+        if let (Some(id), Some(sessions)) = (
+            self.http_session(&context.extensions),
+            self.gw.mcp_sessions.get(),
+        ) {
+            sessions.remember_log_level(id, level);
+        }
         Ok(())
     }
 
@@ -574,7 +588,8 @@ impl ApprovalHandler for ElicitApproval {
     }
 }
 
-/// `/mcp`: Streamable HTTP with sessions, loopback Host/Origin checks and the body limit.
+/// `/mcp`: Streamable HTTP with sessions (bounded, see `mcp_sessions`), loopback Host/Origin
+/// checks and the body limit.
 pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
     let options = gw.options();
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
@@ -590,15 +605,21 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
     .map(str::to_owned)
     .collect();
     origins.extend(options.allowed_origins.iter().cloned());
-    let config = StreamableHttpServerConfig::default()
+    let sessions = gw
+        .mcp_sessions
+        .get_or_init(|| BoundedSessions::new(options.sessions, gw.close_streams.child_token()))
+        .clone();
+    let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(gw.close_streams.child_token());
+    // Where a sleeping session's `initialize` is kept to wake it (the session table itself).
+    config.session_store = Some(sessions.store());
     let factory_gw = Arc::clone(&gw);
     let service = Arc::new(StreamableHttpService::new(
         move || Ok(McpHandler::new(Arc::clone(&factory_gw), None)),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions.clone()),
         config,
     ));
     // Shared behind an Arc and called through `handle`: axum clones a route's service for every
@@ -606,7 +627,14 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
     // allow-lists) included.
     let mcp = axum::routing::any(move |request: axum::extract::Request| {
         let service = Arc::clone(&service);
-        async move { service.handle(request).await }
+        let sessions = sessions.clone();
+        async move {
+            sessions
+                .admit(request, |request| async move {
+                    service.handle(request).await.into_response()
+                })
+                .await
+        }
     });
     axum::Router::new()
         .route("/mcp", mcp)

@@ -193,7 +193,9 @@ pub fn openapi_document() -> Value {
                     "202": { "description": "Accepted notification or response" },
                     "401": json_body("Error", "Missing or invalid bearer token"),
                     "403": { "description": "Host or Origin not allowed (DNS rebinding protection)" },
-                    "413": { "description": "Request body too large" }
+                    "413": { "description": "Request body too large" },
+                    "429": { "description": "A new session past the principal's cap ([server] max_sessions_per_principal): a JSON-RPC error naming the cap" },
+                    "503": { "description": "A new session past the server's cap ([server] max_sessions): a JSON-RPC error naming the cap" }
                 }
             } }
         }
