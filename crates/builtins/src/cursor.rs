@@ -165,8 +165,7 @@ pub(crate) fn digest_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-const URL_ALPHABET: &[u8; 64] =
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+const URL_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /// base64url without padding (RFC 4648 §5).
 fn base64url(bytes: &[u8]) -> String {

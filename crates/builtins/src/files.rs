@@ -270,7 +270,10 @@ fn read_lines(given: &str, text: &str, size: u64, page: Page) -> Result<Value, T
         }
     }
     if page.cursor.is_some() && start >= total {
-        return Err(cursor::mismatch(READ_FILE, "a line past the end of the file"));
+        return Err(cursor::mismatch(
+            READ_FILE,
+            "a line past the end of the file",
+        ));
     }
     let to = to.max(from);
     let count = total.saturating_sub(start).min(page.limit);

@@ -74,13 +74,11 @@ list of at most 15 items {id, content, status}, status pending, in_progress or c
 plan before starting work with several steps, to mark progress as you go, and to check what is left. \
 Actions: create (replace the plan with items), add (append items), update (change item itemId: \
 give the new content and/or status as the content/status fields, or as the one item in items), \
-complete (mark item itemId completed), remove (delete item itemId), list (read the plan; limit \
-and cursor page it, nextCursor when more items follow). Every action returns the whole plan as \
-{items}. Exactly one item is in_progress while pending work \
+complete (mark item itemId completed), remove (delete item itemId), list (read the plan, paged \
+by limit and cursor). Every action returns the plan as {items}. Exactly one item is in_progress while pending work \
 remains: create starts the first pending item, complete moves on to the next pending one, and \
 setting an item in_progress puts the previous one back to pending. Items without an id get the next \
-number. Plans are private to the caller and persist between calls; keep separate plans with planId \
-(default \"default\"). Unknown item ids and duplicate ids fail with a message listing the plan's ids.";
+number. Plans are private to the caller and persist between calls; keep separate plans with planId. Unknown or duplicate item ids fail with a message listing the plan's ids.";
 
 /// A plan item's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
