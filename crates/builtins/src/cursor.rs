@@ -287,4 +287,39 @@ mod tests {
             assert!(err.message().contains("from 1 to 20"), "{err}");
         }
     }
+
+    /// Cursors are not signed with a secret (anyone can build one), so a forged cursor must get
+    /// nothing a plain call would not: the jail still decides.
+    #[tokio::test]
+    async fn a_forged_cursor_for_a_path_outside_the_root_is_still_denied() {
+        use std::sync::Arc;
+        use toolgate_core::{Principal, Tool, ToolContext, ToolName};
+
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(tmp.path().join("secret.txt"), "top\nsecret\n").unwrap();
+        let jail = Arc::new(crate::Jail::new(&root).unwrap());
+        let ctx = || ToolContext::detached(ToolName::parse("x").unwrap(), Principal::local());
+
+        let mut list_scope = scope("..");
+        list_scope.insert("recursive".into(), json!(false));
+        let forged = encode("list_directory", list_scope, json!(""));
+        let list = crate::ListDirectory::new(Arc::clone(&jail));
+        let err = list
+            .call(json!({"path": "..", "cursor": forged}), ctx())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Authorization, "{err}");
+
+        let mut read_scope = scope("../secret.txt");
+        read_scope.insert("digest".into(), json!(digest_hex(b"top\nsecret\n")));
+        let forged = encode("read_file", read_scope, json!(1));
+        let read = crate::ReadFile::new(jail);
+        let err = read
+            .call(json!({"path": "../secret.txt", "cursor": forged}), ctx())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Authorization, "{err}");
+    }
 }
