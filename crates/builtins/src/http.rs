@@ -946,8 +946,14 @@ fn unwrap_cursor(args: &mut Map<String, Value>, param: &str, tool: &str) -> Resu
             )));
         }
     };
-    let decoded = cursor::decode(tool, token)
-        .map_err(|e| ToolError::validation(e.message().replacen("cursor", param, 1)))?;
+    let decoded = cursor::decode(tool, token).map_err(|e| {
+        // The messages name the argument `cursor`; this tool may call it otherwise.
+        let message = e
+            .message()
+            .replacen("cursor ", &format!("{param} "), 1)
+            .replace("leave cursor out", &format!("leave {param} out"));
+        ToolError::validation(message)
+    })?;
     args.insert(param.to_owned(), decoded.position);
     Ok(())
 }

@@ -699,3 +699,41 @@ fn bad_pagination_sections_are_refused_with_their_paths() {
         assert!(lines.iter().any(|l| l.contains(want)), "{want}: {lines:?}");
     }
 }
+
+#[tokio::test]
+async fn the_cursor_parameter_can_have_another_name() {
+    let api = Api::start().await;
+    let registry = registry();
+    let toml = ITEMS
+        .replace("name = \"list_items\"", "name = \"list_after\"")
+        .replace("name = \"cursor\"", "name = \"after\"")
+        .replace("{cursor}", "{after}")
+        .replace(
+            "next_cursor = \"/meta/next\"",
+            "next_cursor = \"/meta/next\"\ncursor_param = \"after\"",
+        );
+    registry
+        .register_definition(definition(&toml, &api))
+        .unwrap();
+    let first = call(&registry, local(), "list_after", json!({"limit": 5})).await;
+    let next = first.data().unwrap()["nextCursor"].clone();
+    let second = call(
+        &registry,
+        local(),
+        "list_after",
+        json!({"limit": 5, "after": next}),
+    )
+    .await;
+    assert_eq!(
+        second.data().unwrap()["items"],
+        json!([{"id": 6}, {"id": 7}])
+    );
+    assert!(second.data().unwrap().get("nextCursor").is_none());
+    assert_eq!(api.last().uri, "/v1/items?page_token=tok-5&per_page=5");
+    let bad = call(&registry, local(), "list_after", json!({"after": "tok-5"})).await;
+    assert_eq!(bad.error_kind(), Some(ErrorKind::Validation));
+    assert_eq!(
+        bad.error().unwrap(),
+        "after is not a cursor of list_after (it was cut, changed or made up): pass the nextCursor of the previous list_after result unchanged, or leave after out to start from the beginning"
+    );
+}
