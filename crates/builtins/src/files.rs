@@ -14,13 +14,23 @@ use toolgate_core::{
 };
 
 use crate::args::{blocking, bool_or, string_arg, string_or};
+use crate::cursor::{self, Cursor};
 use crate::jail::{Jail, io_error};
 
 /// Largest file `read_file` reads and `write_file` writes: 10 MiB.
 pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
-/// Most entries `list_directory` returns; beyond it the listing says `truncated: true`.
+/// Largest `limit` of `list_directory`: most entries one page holds.
 pub const MAX_LIST_ENTRIES: usize = 10_000;
+
+/// Entries per `list_directory` page when `limit` is left out.
+pub const DEFAULT_LIST_ENTRIES: usize = 1_000;
+
+/// Lines per `read_file` page when `limit` is left out.
+pub const DEFAULT_READ_LINES: usize = 2_000;
+
+/// Largest `limit` of `read_file`, in lines.
+pub const MAX_READ_LINES: usize = 20_000;
 
 /// The encodings `read_file` accepts: text, or the raw bytes in base64.
 pub const READ_ENCODINGS: &[&str] = &["utf-8", "base64"];
@@ -38,11 +48,14 @@ const PATH_DESCRIPTION: &str = "Path relative to the workspace root, e.g. \"docs
 
 /// Descriptions a model routes by.
 pub const READ_FILE_DESCRIPTION: &str = "Reads one file inside the workspace root and returns \
-{content, size}, where size is the file's length in bytes. Use it to look at source code, \
-configuration, notes or data before answering questions about them or changing them; use \
-list_directory first when you do not know the exact path. With encoding \"utf-8\" (the default) \
-content is the text, and files that are not valid UTF-8 fail with a message saying so; with \
-encoding \"base64\" content is the raw bytes in base64, for binary files. Paths are relative to \
+{content, size, startLine, lineCount, totalLines, nextCursor}, where size is the file's length in \
+bytes. Use it to look at source code, configuration, notes or data before answering questions \
+about them or changing them; use list_directory first when you do not know the exact path. With \
+encoding \"utf-8\" (the default) content is the text, at most limit lines (default 2000) from \
+line startLine, each with its line break; nextCursor is there when the file has more lines: pass \
+it as cursor with the same path to read on. Files that are not valid UTF-8 fail with a message \
+saying so; with encoding \"base64\" content is the whole file's raw bytes in base64, for binary \
+files (no paging). Paths are relative to \
 the root; paths that leave it through .. or a symbolic link fail with \"Permission denied: \
 <path>\", missing files with \"File not found: <path>\". Directories and files larger than \
 10 MiB are refused.";
@@ -56,15 +69,16 @@ UTF-8, at most 10 MiB. Paths are relative to the root; paths that leave it throu
 symbolic link fail with \"Permission denied: <path>\". Every call needs a person's approval.";
 
 pub const LIST_DIRECTORY_DESCRIPTION: &str = "Lists a directory inside the workspace root and \
-returns {entries: [{name, type, size}], truncated}. type is \"file\" or \"directory\"; size is \
+returns {entries: [{name, type, size}], truncated, nextCursor}. type is \"file\" or \"directory\"; size is \
 in bytes (0 for directories). With recursive = true it also lists every subdirectory, naming \
 entries by their path relative to the listed directory (for example src/main.rs). Entries are \
 sorted by name, each directory followed by its contents. Use \".\" for the root itself, and use \
 this tool to find paths before read_file, write_file or delete_file. Symbolic links are shown as \
 the file or directory they point to when that lies inside the root (linked directories are not \
 walked into) and left out otherwise; so are sockets, pipes and devices, and the contents of \
-subdirectories that cannot be read. At most 10000 entries are returned; truncated is true when \
-there were more.";
+subdirectories that cannot be read. At most limit entries are returned (default 1000, at most \
+10000); when there are more, truncated is true and nextCursor is there: pass it as cursor with \
+the same path and recursive to get the next entries.";
 
 pub const DELETE_FILE_DESCRIPTION: &str = "Deletes one file inside the workspace root and \
 returns {deleted: path}. Use it only when the user wants that file removed: deletion cannot be \
@@ -90,7 +104,9 @@ fn file_tool(name: &str, title: &str, description: &str) -> ToolBuilder {
 // ---------------------------------------------------------------------------------------------
 // read_file
 
-/// `read_file`: `{path, encoding?}` → `{content, size}`.
+/// `read_file`: `{path, encoding?, limit?, cursor?}` →
+/// `{content, size, startLine?, lineCount?, totalLines?, nextCursor?}` (the line fields for
+/// utf-8 text, which is paged by lines).
 #[derive(Clone, Debug)]
 pub struct ReadFile {
     jail: Arc<Jail>,
@@ -130,6 +146,8 @@ impl ReadFile {
                     .one_of(READ_ENCODINGS.iter().map(|e| json!(e)).collect())
                     .default_value(json!("utf-8")),
             )
+            .param(cursor::limit_param(DEFAULT_READ_LINES, MAX_READ_LINES, "lines"))
+            .param(cursor::cursor_param())
             .permission("tool.filesystem.read")
             .constraints(Constraints {
                 max_output_bytes: Some(READ_MAX_OUTPUT_BYTES),
@@ -138,8 +156,12 @@ impl ReadFile {
             .output_schema(json!({
                 "type": "object",
                 "properties": {
-                    "content": {"type": "string", "description": "The file's text, or its bytes in base64"},
-                    "size": {"type": "integer", "minimum": 0, "description": "The file's length in bytes"}
+                    "content": {"type": "string", "description": "The text of lines startLine to startLine + lineCount - 1, each with its line break; or the whole file's bytes in base64"},
+                    "size": {"type": "integer", "minimum": 0, "description": "The whole file's length in bytes"},
+                    "startLine": {"type": "integer", "minimum": 1, "description": "utf-8: the number of the first line in content (the first line of the file is 1)"},
+                    "lineCount": {"type": "integer", "minimum": 0, "description": "utf-8: how many lines content holds"},
+                    "totalLines": {"type": "integer", "minimum": 0, "description": "utf-8: how many lines the whole file has"},
+                    "nextCursor": cursor::next_cursor_schema()
                 },
                 "required": ["content", "size"],
                 "additionalProperties": false
@@ -159,14 +181,29 @@ impl Tool for ReadFile {
         Box::pin(async move {
             let path = string_arg(&args, "path")?.to_owned();
             let encoding = Encoding::parse(string_or(&args, "encoding", "utf-8")?)?;
+            let page = Page {
+                limit: cursor::limit_arg(&args, DEFAULT_READ_LINES, MAX_READ_LINES)?,
+                cursor: cursor::cursor_arg(&args, READ_FILE)?,
+            };
             ctx.check_cancelled()?;
             let jail = Arc::clone(&self.jail);
-            blocking(move || read(&jail, &path, encoding)).await
+            blocking(move || read(&jail, &path, encoding, page)).await
         })
     }
 }
 
-fn read(jail: &Jail, given: &str, encoding: Encoding) -> Result<Value, ToolError> {
+/// One page's request: its size and where it starts (`None`: the first page).
+struct Page {
+    limit: usize,
+    cursor: Option<Cursor>,
+}
+
+fn read(jail: &Jail, given: &str, encoding: Encoding, page: Page) -> Result<Value, ToolError> {
+    if encoding == Encoding::Base64 && page.cursor.is_some() {
+        return Err(ToolError::validation(
+            "cursor pages text by lines; with encoding \"base64\" read_file returns the whole file at once, so leave cursor out",
+        ));
+    }
     let real = jail.resolve(given)?;
     let before = fs::metadata(&real).map_err(|e| io_error(given, &e))?;
     check_readable(given, &before)?;
@@ -181,16 +218,79 @@ fn read(jail: &Jail, given: &str, encoding: Encoding) -> Result<Value, ToolError
     if size > MAX_FILE_BYTES {
         return Err(too_large(given, size));
     }
-    let content = match encoding {
-        Encoding::Utf8 => String::from_utf8(bytes).map_err(|e| {
-            ToolError::execution(format!(
-                "File is not valid UTF-8 text: {given} (first invalid byte at offset {}); read it with encoding \"base64\" to get its bytes",
-                e.utf8_error().valid_up_to()
-            ))
-        })?,
-        Encoding::Base64 => base64(&bytes),
+    match encoding {
+        Encoding::Utf8 => {
+            let text = String::from_utf8(bytes).map_err(|e| {
+                ToolError::execution(format!(
+                    "File is not valid UTF-8 text: {given} (first invalid byte at offset {}); read it with encoding \"base64\" to get its bytes",
+                    e.utf8_error().valid_up_to()
+                ))
+            })?;
+            read_lines(given, &text, size, page)
+        }
+        Encoding::Base64 => Ok(json!({ "content": base64(&bytes), "size": size })),
+    }
+}
+
+/// One page of `text` by lines. The cursor holds the next line's index and is bound to the
+/// path as given and to a digest of the content, so a file changed between pages is refused
+/// instead of giving a page that does not follow the last one.
+fn read_lines(given: &str, text: &str, size: u64, page: Page) -> Result<Value, ToolError> {
+    let digest = cursor::digest_hex(text.as_bytes());
+    let start = match &page.cursor {
+        None => 0,
+        Some(c) => {
+            if c.scope_str("path") != Some(given) {
+                let path = c.scope_str("path").unwrap_or_default();
+                return Err(cursor::mismatch(READ_FILE, &format!("path {path:?}")));
+            }
+            if c.scope_str("digest") != Some(digest.as_str()) {
+                return Err(ToolError::validation(format!(
+                    "cursor is stale: the file changed, start again without cursor ({given} is not the file the cursor was made for)"
+                )));
+            }
+            c.position
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| cursor::mismatch(READ_FILE, "another position"))?
+        }
     };
-    Ok(json!({ "content": content, "size": size }))
+    let end = start.saturating_add(page.limit);
+    let mut total = 0usize;
+    let (mut from, mut to) = (text.len(), text.len());
+    let mut offset = 0usize;
+    for line in text.split_inclusive('\n') {
+        if total == start {
+            from = offset;
+        }
+        offset += line.len();
+        total += 1;
+        if total == end {
+            to = offset;
+        }
+    }
+    if page.cursor.is_some() && start >= total {
+        return Err(cursor::mismatch(
+            READ_FILE,
+            "a line past the end of the file",
+        ));
+    }
+    let to = to.max(from);
+    let count = total.saturating_sub(start).min(page.limit);
+    let mut out = json!({
+        "content": &text[from..to],
+        "size": size,
+        "startLine": start + 1,
+        "lineCount": count,
+        "totalLines": total,
+    });
+    if start + count < total {
+        let mut scope = serde_json::Map::new();
+        scope.insert("path".into(), json!(given));
+        scope.insert("digest".into(), json!(digest));
+        out["nextCursor"] = json!(cursor::encode(READ_FILE, scope, json!(start + count)));
+    }
+    Ok(out)
 }
 
 fn check_readable(given: &str, meta: &fs::Metadata) -> Result<(), ToolError> {
@@ -413,7 +513,8 @@ fn sync_dir(dir: &Path) {
 // ---------------------------------------------------------------------------------------------
 // list_directory
 
-/// `list_directory`: `{path, recursive?}` → `{entries: [{name, type, size}], truncated}`.
+/// `list_directory`: `{path, recursive?, limit?, cursor?}` →
+/// `{entries: [{name, type, size}], truncated, nextCursor?}`.
 #[derive(Clone, Debug)]
 pub struct ListDirectory {
     jail: Arc<Jail>,
@@ -432,6 +533,8 @@ impl ListDirectory {
                     .description("true to list every subdirectory too, with paths relative to the listed directory")
                     .default_value(json!(false)),
             )
+            .param(cursor::limit_param(DEFAULT_LIST_ENTRIES, MAX_LIST_ENTRIES, "entries"))
+            .param(cursor::cursor_param())
             .permission("tool.filesystem.read")
             .output_schema(json!({
                 "type": "object",
@@ -449,7 +552,8 @@ impl ListDirectory {
                             "additionalProperties": false
                         }
                     },
-                    "truncated": {"type": "boolean", "description": "True when more than 10000 entries existed and the rest were left out"}
+                    "truncated": {"type": "boolean", "description": "True when there are more entries than this page holds; nextCursor gets them"},
+                    "nextCursor": cursor::next_cursor_schema()
                 },
                 "required": ["entries", "truncated"],
                 "additionalProperties": false
@@ -469,10 +573,14 @@ impl Tool for ListDirectory {
         Box::pin(async move {
             let path = string_arg(&args, "path")?.to_owned();
             let recursive = bool_or(&args, "recursive", false)?;
+            let page = Page {
+                limit: cursor::limit_arg(&args, DEFAULT_LIST_ENTRIES, MAX_LIST_ENTRIES)?,
+                cursor: cursor::cursor_arg(&args, LIST_DIRECTORY)?,
+            };
             ctx.check_cancelled()?;
             let jail = Arc::clone(&self.jail);
             let cancel = ctx.cancellation().clone();
-            blocking(move || list(&jail, &path, recursive, &cancel)).await
+            blocking(move || list(&jail, &path, recursive, page, &cancel)).await
         })
     }
 }
@@ -486,12 +594,51 @@ struct Child {
     walk: Option<PathBuf>,
 }
 
+/// Where a listing page starts: after the entry `after`, in listing order (see [`listing_order`]).
+fn list_start(given: &str, recursive: bool, page: &Page) -> Result<Option<String>, ToolError> {
+    let Some(c) = &page.cursor else {
+        return Ok(None);
+    };
+    let made_for_recursive = c.scope.get("recursive").and_then(Value::as_bool);
+    if c.scope_str("path") != Some(given) || made_for_recursive != Some(recursive) {
+        let path = c.scope_str("path").unwrap_or_default();
+        let how = if made_for_recursive == Some(true) {
+            "recursive = true"
+        } else {
+            "recursive = false"
+        };
+        return Err(cursor::mismatch(
+            LIST_DIRECTORY,
+            &format!("path {path:?} with {how}"),
+        ));
+    }
+    match c.position.as_str() {
+        Some(after) => Ok(Some(after.to_owned())),
+        None => Err(cursor::mismatch(LIST_DIRECTORY, "another position")),
+    }
+}
+
+/// The order entries are listed in: by path component, so each directory comes right before
+/// its contents (depth-first, siblings sorted by name). A page resumes after the last name of
+/// the previous one even when that entry has been deleted since.
+fn listing_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.split('/').cmp(b.split('/'))
+}
+
+/// Whether some entry under directory `dir` may come after `after` in listing order: not when
+/// `dir` comes before `after` and is not one of its ancestors (then its whole subtree does).
+fn subtree_reaches(dir: &str, after: &str) -> bool {
+    listing_order(dir, after).is_ge() || after.starts_with(&format!("{dir}/"))
+}
+
 fn list(
     jail: &Jail,
     given: &str,
     recursive: bool,
+    page: Page,
     cancel: &CancellationToken,
 ) -> Result<Value, ToolError> {
+    let after = list_start(given, recursive, &page)?;
     let real = jail.resolve(given)?;
     let meta = fs::metadata(&real).map_err(|e| io_error(given, &e))?;
     if !meta.is_dir() {
@@ -501,7 +648,8 @@ fn list(
     }
     let top = children(jail, &real, "").map_err(|e| io_error(given, &e))?;
     let mut entries = Vec::new();
-    let mut truncated = false;
+    let mut last: Option<String> = None;
+    let mut more = false;
     // Depth-first with an explicit stack, so deep trees cannot exhaust the thread's stack.
     let mut stack = vec![top.into_iter()];
     while let Some(level) = stack.last_mut() {
@@ -512,19 +660,36 @@ fn list(
         if cancel.is_cancelled() {
             return Err(ToolError::cancelled());
         }
-        if entries.len() >= MAX_LIST_ENTRIES {
-            truncated = true;
-            break;
+        let listed = after
+            .as_deref()
+            .is_none_or(|a| listing_order(&child.name, a).is_gt());
+        if listed {
+            if entries.len() >= page.limit {
+                more = true;
+                break;
+            }
+            entries.push(json!({ "name": child.name, "type": child.kind, "size": child.size }));
+            last = Some(child.name.clone());
         }
-        entries.push(json!({ "name": child.name, "type": child.kind, "size": child.size }));
-        if let (true, Some(dir)) = (recursive, &child.walk) {
+        let reaches = listed
+            || after
+                .as_deref()
+                .is_none_or(|a| subtree_reaches(&child.name, a));
+        if let (true, true, Some(dir)) = (recursive, reaches, &child.walk) {
             // An unreadable subdirectory is listed itself, without its contents.
             if let Ok(grandchildren) = children(jail, dir, &child.name) {
                 stack.push(grandchildren.into_iter());
             }
         }
     }
-    Ok(json!({ "entries": entries, "truncated": truncated }))
+    let mut out = json!({ "entries": entries, "truncated": more });
+    if let (true, Some(last)) = (more, last) {
+        let mut scope = serde_json::Map::new();
+        scope.insert("path".into(), json!(given));
+        scope.insert("recursive".into(), json!(recursive));
+        out["nextCursor"] = json!(cursor::encode(LIST_DIRECTORY, scope, json!(last)));
+    }
+    Ok(out)
 }
 
 /// The entries of `dir`, sorted by name, named `prefix/name`.

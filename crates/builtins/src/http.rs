@@ -11,6 +11,9 @@
 //! response = "/current"                            # a JSON pointer, or a projection:
 //! # [run.response]
 //! # temperature = "/current/temp_c"
+//! # [run.pagination]                               # an API that pages with a cursor:
+//! # next_cursor = "/meta/next"                     # where the response holds the next one
+//! # cursor_param = "cursor"                        # the parameter that sends it (default)
 //! ```
 //!
 //! Rules, checked when the definition is registered (every problem at once, under `run.`):
@@ -29,6 +32,16 @@
 //! - The response: JSON is mapped by `response` (whole body when absent; a missing pointer is
 //!   `null` in a projection and an error for a single pointer); a non-JSON body becomes
 //!   `{"text": ...}`.
+//! - `pagination`: `next_cursor` is a JSON pointer into the response body where the API puts
+//!   the next page's cursor; `cursor_param` (default `cursor`) names an optional parameter,
+//!   without a default, that the definition passes to the request in `query`, `headers` or
+//!   `body` (e.g. `query = { page_token = "{cursor}" }`). The result carries `nextCursor` when
+//!   the pointer holds a value (not null, not ""): an opaque token bound to this tool that wraps
+//!   the API's cursor. The next call passes it back as the cursor parameter; toolgate unwraps it
+//!   and sends the API's own value. A token that was changed or made by another tool is a
+//!   `validation` error and no request is made. A result that is not a JSON object becomes
+//!   `{"items": <result>}` so it has room for `nextCursor`; an output schema that refuses
+//!   unknown properties must declare `nextCursor`.
 //! - A status outside `expect_status` is an error: 401/403 `authorization`, 429 `rate_limited`,
 //!   5xx `unavailable` (retried when the tool is retryable and idempotent), others `execution`,
 //!   each with the status and the start of the body.
@@ -46,6 +59,8 @@ use toolgate_core::{
     BoxFuture, ErrorKind, HttpRequest, Issue, RunKind, Tool, ToolContext, ToolDefinition,
     ToolError, ToolOutput,
 };
+
+use crate::cursor;
 
 /// The run kind's name.
 pub const HTTP_KIND: &str = "http";
@@ -65,6 +80,7 @@ const SETTINGS: &[&str] = &[
     "body",
     "expect_status",
     "response",
+    "pagination",
 ];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"];
 
@@ -283,6 +299,16 @@ enum Mapping {
     Fields(Vec<(String, String)>),
 }
 
+/// A checked `run.pagination`: where the next cursor is and which parameter sends it.
+#[derive(Clone, Debug, PartialEq)]
+struct Pagination {
+    next_cursor: String,
+    param: String,
+}
+
+/// The parameter that carries the cursor when `cursor_param` is not given.
+const DEFAULT_CURSOR_PARAM: &str = "cursor";
+
 /// A checked run section.
 #[derive(Clone, Debug)]
 struct HttpPlan {
@@ -293,6 +319,7 @@ struct HttpPlan {
     body: Option<Body>,
     expect: Option<Vec<u16>>,
     response: Mapping,
+    pagination: Option<Pagination>,
 }
 
 /// Parameters a call may carry, and whether each is always present (required or defaulted).
@@ -603,6 +630,10 @@ impl HttpPlan {
             }
         };
 
+        let pagination = s.get("pagination").and_then(|raw| {
+            parse_pagination(raw, def, &params, &headers, &query, body.as_ref(), &mut p)
+        });
+
         if p.0.is_empty() {
             Ok(Self {
                 method,
@@ -612,10 +643,120 @@ impl HttpPlan {
                 body,
                 expect,
                 response,
+                pagination,
             })
         } else {
             Err(p.0)
         }
+    }
+}
+
+/// Checks `run.pagination` (problems go to `p`).
+fn parse_pagination(
+    raw: &Value,
+    def: &ToolDefinition,
+    params: &BTreeMap<String, bool>,
+    headers: &[(String, Template)],
+    query: &[(String, Template)],
+    body: Option<&Body>,
+    p: &mut Problems,
+) -> Option<Pagination> {
+    let Value::Object(table) = raw else {
+        p.add(
+            "run.pagination",
+            "run.pagination",
+            "run.pagination is a table: next_cursor = \"/json/pointer/to/the/next/cursor\" and optionally cursor_param = \"cursor\"",
+        );
+        return None;
+    };
+    for key in table.keys() {
+        if !matches!(key.as_str(), "next_cursor" | "cursor_param") {
+            p.add(
+                format!("run.pagination.{key}"),
+                "run.unknown_setting",
+                format!("Unknown pagination setting {key:?}; use next_cursor, cursor_param"),
+            );
+        }
+    }
+    let next_cursor = match table.get("next_cursor") {
+        Some(Value::String(ptr)) if ptr.starts_with('/') => ptr.clone(),
+        _ => {
+            p.add(
+                "run.pagination.next_cursor",
+                "run.pagination",
+                "run.pagination.next_cursor is the JSON pointer to the next page's cursor in the response, like \"/meta/next_cursor\"",
+            );
+            return None;
+        }
+    };
+    let param = match table.get("cursor_param") {
+        None => DEFAULT_CURSOR_PARAM.to_owned(),
+        Some(Value::String(name)) => name.clone(),
+        Some(_) => {
+            p.add(
+                "run.pagination.cursor_param",
+                "run.pagination",
+                "run.pagination.cursor_param is the name of the parameter that sends the cursor",
+            );
+            return None;
+        }
+    };
+    let at = "run.pagination.cursor_param";
+    match params.get(&param) {
+        None => {
+            p.add(
+                at,
+                "run.unknown_parameter",
+                format!("Pagination needs a parameter {param:?} (an optional string) to carry the cursor; declare it"),
+            );
+            return None;
+        }
+        Some(true) => p.add(
+            at,
+            "run.pagination",
+            format!("Parameter {param:?} carries the cursor, so it must be optional without a default (the first page has none)"),
+        ),
+        Some(false) => {}
+    }
+    let mut used = headers
+        .iter()
+        .chain(query)
+        .any(|(_, t)| t.params().any(|n| n == param));
+    match body {
+        Some(Body::Pick(names)) => used |= names.contains(&param),
+        Some(Body::Template(t)) => used |= template_uses(t, &param),
+        None => {}
+    }
+    if !used {
+        p.add(
+            at,
+            "run.pagination",
+            format!("Parameter {param:?} carries the cursor but is not sent: use it in run.query, run.headers or run.body, like query = {{ cursor = \"{{{param}}}\" }}"),
+        );
+    }
+    if let Some(Value::Object(schema)) = &def.output_schema
+        && schema.get("additionalProperties") == Some(&Value::Bool(false))
+        && !schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|props| props.contains_key("nextCursor"))
+    {
+        p.add(
+            "run.pagination",
+            "run.pagination",
+            "The output schema refuses unknown properties, so declare nextCursor (a string) in it: paged results carry it",
+        );
+    }
+    Some(Pagination { next_cursor, param })
+}
+
+/// Whether a body template uses `{param}` anywhere.
+fn template_uses(t: &Value, param: &str) -> bool {
+    match t {
+        Value::String(s) => Template::parse(s).is_ok_and(|t| t.params().any(|n| n == param)),
+        Value::Array(items) => items.iter().any(|v| template_uses(v, param)),
+        Value::Object(map) => map.values().any(|v| template_uses(v, param)),
+        _ => false,
     }
 }
 
@@ -715,11 +856,14 @@ impl Tool for HttpTool {
 
     fn call(&self, args: Value, ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
         Box::pin(async move {
-            let args = match args {
+            let mut args = match args {
                 Value::Object(m) => m,
                 _ => Map::new(),
             };
             let plan = &self.plan;
+            if let Some(paging) = &plan.pagination {
+                unwrap_cursor(&mut args, &paging.param, &self.definition.name)?;
+            }
             let env = Env {
                 tool: self.definition.name.as_str(),
                 secrets: &self.secrets,
@@ -761,8 +905,12 @@ impl Tool for HttpTool {
                     };
                 }
             };
-            match &plan.response {
-                Mapping::Whole => Ok(body),
+            let next = plan
+                .pagination
+                .as_ref()
+                .map(|paging| body.pointer(&paging.next_cursor).cloned());
+            let out = match &plan.response {
+                Mapping::Whole => body,
                 Mapping::Pointer(ptr) => body.pointer(ptr).cloned().ok_or_else(|| {
                     ToolError::execution(format!(
                         "The response of {} {shown} has nothing at {ptr} (run.response); the API's answer may have changed: {}",
@@ -770,17 +918,69 @@ impl Tool for HttpTool {
                         excerpt(&response.body)
                     ))
                     .permanent()
-                }),
+                })?,
                 Mapping::Fields(fields) => {
                     let mut out = Map::new();
                     for (field, ptr) in fields {
                         out.insert(field.clone(), body.pointer(ptr).cloned().unwrap_or(Value::Null));
                     }
-                    Ok(Value::Object(out))
+                    Value::Object(out)
                 }
+            };
+            match next {
+                None => Ok(out),
+                Some(next) => Ok(with_next_cursor(out, next, &self.definition.name)),
             }
         })
     }
+}
+
+/// Replaces the opaque cursor argument `param` by the API's own cursor it wraps.
+fn unwrap_cursor(args: &mut Map<String, Value>, param: &str, tool: &str) -> Result<(), ToolError> {
+    let token = match args.get(param) {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::String(token)) => token,
+        Some(_) => {
+            return Err(ToolError::validation(format!(
+                "Argument {param} must be a string: pass the nextCursor of the previous {tool} result unchanged, or leave {param} out to start from the beginning"
+            )));
+        }
+    };
+    let decoded = cursor::decode(tool, token).map_err(|e| {
+        // The messages name the argument `cursor`; this tool may call it otherwise.
+        let message = e
+            .message()
+            .replacen("cursor ", &format!("{param} "), 1)
+            .replace("leave cursor out", &format!("leave {param} out"));
+        ToolError::validation(message)
+    })?;
+    args.insert(param.to_owned(), decoded.position);
+    Ok(())
+}
+
+/// The mapped result with `nextCursor` (wrapping the API's cursor) when the API gave one; a
+/// result that is not an object becomes `{"items": result}` first.
+fn with_next_cursor(out: Value, next: Option<Value>, tool: &str) -> Value {
+    let mut out = match out {
+        Value::Object(m) => m,
+        other => {
+            let mut m = Map::new();
+            m.insert("items".into(), other);
+            m
+        }
+    };
+    let more = match &next {
+        None | Some(Value::Null | Value::Bool(false)) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    };
+    if let (true, Some(next)) = (more, next) {
+        let token = cursor::encode(tool, Map::new(), next);
+        out.insert("nextCursor".into(), Value::String(token));
+    } else {
+        out.remove("nextCursor");
+    }
+    Value::Object(out)
 }
 
 impl HttpPlan {

@@ -16,6 +16,7 @@
 
 mod args;
 mod calculator;
+mod cursor;
 mod error;
 mod expr;
 mod files;
@@ -34,9 +35,10 @@ pub use calculator::{CALCULATOR, CALCULATOR_DESCRIPTION, Calculator};
 pub use error::{BuiltinError, BuiltinErrorKind};
 pub use expr::{CalcError, CalcErrorKind, MAX_EXPRESSION_CHARS, MAX_NESTING, evaluate};
 pub use files::{
-    DELETE_FILE, DELETE_FILE_DESCRIPTION, DeleteFile, LIST_DIRECTORY, LIST_DIRECTORY_DESCRIPTION,
-    ListDirectory, MAX_FILE_BYTES, MAX_LIST_ENTRIES, READ_ENCODINGS, READ_FILE,
-    READ_FILE_DESCRIPTION, ReadFile, WRITE_FILE, WRITE_FILE_DESCRIPTION, WriteFile,
+    DEFAULT_LIST_ENTRIES, DEFAULT_READ_LINES, DELETE_FILE, DELETE_FILE_DESCRIPTION, DeleteFile,
+    LIST_DIRECTORY, LIST_DIRECTORY_DESCRIPTION, ListDirectory, MAX_FILE_BYTES, MAX_LIST_ENTRIES,
+    MAX_READ_LINES, READ_ENCODINGS, READ_FILE, READ_FILE_DESCRIPTION, ReadFile, WRITE_FILE,
+    WRITE_FILE_DESCRIPTION, WriteFile,
 };
 pub use http::{HTTP_KIND, HttpKind};
 pub use jail::{FileRoot, Jail, MAX_PATH_BYTES, MAX_PATH_DEPTH};

@@ -9,7 +9,10 @@
 //! - **Actions.** `create` replaces the plan with `items`; `add` appends `items`; `update` changes
 //!   the content and/or status of item `itemId`; `complete` marks item `itemId` completed;
 //!   `remove` deletes item `itemId`; `list` returns the plan unchanged (an empty plan if none was
-//!   created). Every action returns the whole plan.
+//!   created). Every action returns the whole plan, except that `list` pages it: `limit` items
+//!   (1-15, default all) from `cursor`, with `nextCursor` when more follow. A list cursor holds
+//!   the plan key and the id of the last item returned; if that item was removed since, the
+//!   cursor is stale (`validation`: list again without cursor).
 //! - **Update.** The new values come from the optional top-level `content`/`status` fields, or
 //!   from the one item in `items` (whose `id` may stand in for `itemId`); not both. At least one
 //!   of content and status must be given.
@@ -45,6 +48,8 @@ use toolgate_core::{
     ToolDefinition, ToolError, ToolOutput,
 };
 
+use crate::cursor::{self, Cursor};
+
 /// The tool's name.
 pub const TODO_MANAGER: &str = "todo_manager";
 
@@ -69,12 +74,11 @@ list of at most 15 items {id, content, status}, status pending, in_progress or c
 plan before starting work with several steps, to mark progress as you go, and to check what is left. \
 Actions: create (replace the plan with items), add (append items), update (change item itemId: \
 give the new content and/or status as the content/status fields, or as the one item in items), \
-complete (mark item itemId completed), remove (delete item itemId), list (read the plan). Every \
-action returns the whole plan as {items}. Exactly one item is in_progress while pending work \
+complete (mark item itemId completed), remove (delete item itemId), list (read the plan, paged \
+by limit and cursor). Every action returns the plan as {items}. Exactly one item is in_progress while pending work \
 remains: create starts the first pending item, complete moves on to the next pending one, and \
 setting an item in_progress puts the previous one back to pending. Items without an id get the next \
-number. Plans are private to the caller and persist between calls; keep separate plans with planId \
-(default \"default\"). Unknown item ids and duplicate ids fail with a message listing the plan's ids.";
+number. Plans are private to the caller and persist between calls; keep separate plans with planId. Unknown or duplicate item ids fail with a message listing the plan's ids.";
 
 /// A plan item's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -292,7 +296,12 @@ fn input_schema() -> Value {
                 "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$",
                 "default": DEFAULT_PLAN_ID,
                 "description": "Which of your plans (letters, digits, _ . : -; at most 64 characters)"
-            }
+            },
+            "limit": {
+                "type": "integer", "minimum": 1, "maximum": MAX_PLAN_ITEMS,
+                "description": "list: most items to return (1-15; all when left out); when more follow, the result has nextCursor"
+            },
+            "cursor": toolgate_core::schema::parameter_schema(&cursor::cursor_param())
         },
         "required": ["action"],
         "additionalProperties": false
@@ -317,7 +326,8 @@ fn output_schema() -> Value {
                     "required": ["id", "content", "status"],
                     "additionalProperties": false
                 }
-            }
+            },
+            "nextCursor": cursor::next_cursor_schema()
         },
         "required": ["items"],
         "additionalProperties": false
@@ -335,12 +345,14 @@ impl Tool for TodoManager {
             let principal = ctx.principal().id.clone();
             let plan = request.plan.clone();
             ctx.check_cancelled()?;
-            let items = if request.action == Action::List {
-                match self.store.load(&principal, &plan).await? {
-                    Some(stored) => items_to_value(&parse_stored(stored, &plan)?, &plan)?,
-                    None => Value::Array(Vec::new()),
-                }
-            } else {
+            if request.action == Action::List {
+                let items = match self.store.load(&principal, &plan).await? {
+                    Some(stored) => parse_stored(stored, &plan)?,
+                    None => Vec::new(),
+                };
+                return list_page(&items, &request);
+            }
+            let items = {
                 let edit: PlanEdit = Box::new(move |current| {
                     let current = match current {
                         Some(stored) => parse_stored(stored, &request.plan)?,
@@ -399,11 +411,48 @@ struct ItemInput {
     status: Option<ItemStatus>,
 }
 
+/// One page of the plan for `list`: after the cursor's item, at most `limit` items.
+fn list_page(items: &[PlanItem], request: &Request) -> ToolOutput {
+    let plan = request.plan.as_str();
+    let start = match &request.cursor {
+        None => 0,
+        Some(c) => {
+            if c.scope_str("plan") != Some(plan) {
+                let other = c.scope_str("plan").unwrap_or_default();
+                return Err(cursor::mismatch(TODO_MANAGER, &format!("planId {other:?}")));
+            }
+            let Some(after) = c.position.as_str() else {
+                return Err(cursor::mismatch(TODO_MANAGER, "another position"));
+            };
+            let at = items.iter().position(|i| i.id == after).ok_or_else(|| {
+                invalid(format!(
+                    "cursor is stale: item {after:?} was removed from plan {plan:?} since the previous page; list again without cursor"
+                ))
+            })?;
+            at + 1
+        }
+    };
+    let limit = request.limit.unwrap_or(MAX_PLAN_ITEMS);
+    let page: Vec<PlanItem> = items.iter().skip(start).take(limit).cloned().collect();
+    let mut out = json!({ "items": items_to_value(&page, plan)? });
+    if let Some(last) = page.last()
+        && start + page.len() < items.len()
+    {
+        let mut scope = serde_json::Map::new();
+        scope.insert("plan".into(), json!(plan));
+        out["nextCursor"] = json!(cursor::encode(TODO_MANAGER, scope, json!(last.id)));
+    }
+    Ok(out)
+}
+
 /// The parsed arguments of one call.
 #[derive(Debug)]
 struct Request {
     action: Action,
     plan: String,
+    /// `list` only: page size and start.
+    limit: Option<usize>,
+    cursor: Option<Cursor>,
     items: Option<Vec<ItemInput>>,
     item_id: Option<String>,
     content: Option<String>,
@@ -513,9 +562,16 @@ impl Request {
             check_content(c, "content")?;
         }
         let status = parse_status(opt_str(args, "status")?, "status")?;
+        let limit = match args.get("limit") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(cursor::limit_arg(args, MAX_PLAN_ITEMS, MAX_PLAN_ITEMS)?),
+        };
+        let cursor = cursor::cursor_arg(args, TODO_MANAGER)?;
         let request = Self {
             action,
             plan,
+            limit,
+            cursor,
             items,
             item_id,
             content,
@@ -544,6 +600,14 @@ impl Request {
         }
         if self.item_id.is_some() && !uses_item_id {
             return Err(unused("itemId"));
+        }
+        if self.action != Action::List {
+            if self.limit.is_some() {
+                return Err(unused("limit"));
+            }
+            if self.cursor.is_some() {
+                return Err(unused("cursor"));
+            }
         }
         if self.action != Action::Update {
             if self.content.is_some() {
@@ -781,7 +845,9 @@ fn usage(action: Action) -> &'static str {
         }
         Action::Complete => "for example {\"action\": \"complete\", \"itemId\": \"1\"}",
         Action::Remove => "for example {\"action\": \"remove\", \"itemId\": \"3\"}",
-        Action::List => "for example {\"action\": \"list\"}",
+        Action::List => {
+            "for example {\"action\": \"list\"} or {\"action\": \"list\", \"limit\": 5, \"cursor\": \"<nextCursor of the previous page>\"}"
+        }
     }
 }
 

@@ -226,6 +226,16 @@ async fn real_outputs_match_the_output_schemas() {
         ("write_file", json!({"path": "new/b.txt", "content": "bbb"})),
         ("list_directory", json!({"path": ".", "recursive": true})),
         ("list_directory", json!({"path": "sub", "recursive": false})),
+        // Pages with a nextCursor.
+        (
+            "list_directory",
+            json!({"path": ".", "recursive": true, "limit": 1}),
+        ),
+        (
+            "write_file",
+            json!({"path": "new/lines.txt", "content": "one\ntwo\n"}),
+        ),
+        ("read_file", json!({"path": "new/lines.txt", "limit": 1})),
         ("delete_file", json!({"path": "new/b.txt"})),
     ];
     for (name, args) in calls {

@@ -79,7 +79,7 @@ async fn read_returns_content_and_byte_size() {
     for path in cases {
         assert_eq!(
             run(&read, json!({"path": path})).await.unwrap(),
-            json!({"content": "hello world", "size": 11}),
+            json!({"content": "hello world", "size": 11, "startLine": 1, "lineCount": 1, "totalLines": 1}),
             "{path}"
         );
     }
@@ -88,7 +88,7 @@ async fn read_returns_content_and_byte_size() {
         run(&read, json!({"path": "utf8.txt", "encoding": "utf-8"}))
             .await
             .unwrap(),
-        json!({"content": "héllo", "size": 6})
+        json!({"content": "héllo", "size": 6, "startLine": 1, "lineCount": 1, "totalLines": 1})
     );
 }
 
@@ -445,6 +445,138 @@ async fn write_refuses_escapes_directories_and_oversized_content() {
     assert!(!f.root.join("huge.txt").exists());
 }
 
+/// Every page of a read, following nextCursor: (startLine, lineCount, content) per page.
+async fn read_pages(read: &ReadFile, args: Value) -> Vec<(u64, u64, String)> {
+    let mut pages = Vec::new();
+    let mut args = args;
+    loop {
+        let out = run(read, args.clone()).await.unwrap();
+        pages.push((
+            out["startLine"].as_u64().unwrap(),
+            out["lineCount"].as_u64().unwrap(),
+            out["content"].as_str().unwrap().to_owned(),
+        ));
+        match out.get("nextCursor") {
+            Some(Value::String(c)) => args["cursor"] = json!(c),
+            None => return pages,
+            Some(other) => panic!("nextCursor {other}"),
+        }
+        assert!(pages.len() < 10_000, "paging does not end");
+    }
+}
+
+#[tokio::test]
+async fn read_file_pages_by_lines_and_the_pages_add_up_to_the_file() {
+    let f = fixture();
+    let read = ReadFile::new(f.jail.clone());
+    let text: String = (1..=4_500)
+        .map(|i| format!("line {i}\n"))
+        .collect::<String>()
+        + "no newline";
+    fs::write(f.root.join("long.txt"), &text).unwrap();
+    // Without limit: the first 2000 lines and a cursor.
+    let out = run(&read, json!({"path": "long.txt"})).await.unwrap();
+    assert_eq!(out["startLine"], json!(1));
+    assert_eq!(out["lineCount"], json!(2000));
+    assert_eq!(out["totalLines"], json!(4501));
+    assert_eq!(out["size"], json!(text.len()));
+    assert!(out["content"].as_str().unwrap().ends_with("line 2000\n"));
+    assert!(out["nextCursor"].is_string());
+    let pages = read_pages(&read, json!({"path": "long.txt"})).await;
+    assert_eq!(
+        pages.iter().map(|(s, n, _)| (*s, *n)).collect::<Vec<_>>(),
+        [(1, 2000), (2001, 2000), (4001, 501)]
+    );
+    let joined: String = pages.iter().map(|(_, _, c)| c.as_str()).collect();
+    assert_eq!(joined, text);
+    let pages = read_pages(&read, json!({"path": "long.txt", "limit": 1000})).await;
+    assert_eq!(pages.len(), 5);
+    let last = pages.last().unwrap();
+    assert_eq!((last.0, last.1), (4001, 501));
+    assert!(last.2.starts_with("line 4001\n") && last.2.ends_with("line 4500\nno newline"));
+    // A file that fits: no cursor; an empty file has no lines.
+    let all = run(&read, json!({"path": "long.txt", "limit": 20_000}))
+        .await
+        .unwrap();
+    assert_eq!(all["content"], json!(text));
+    assert!(all.get("nextCursor").is_none());
+    fs::write(f.root.join("empty.txt"), "").unwrap();
+    assert_eq!(
+        run(&read, json!({"path": "empty.txt"})).await.unwrap(),
+        json!({"content": "", "size": 0, "startLine": 1, "lineCount": 0, "totalLines": 0})
+    );
+    // base64 returns the whole file, with no paging.
+    let b64 = run(
+        &read,
+        json!({"path": "long.txt", "encoding": "base64", "limit": 1}),
+    )
+    .await
+    .unwrap();
+    assert!(b64.get("nextCursor").is_none() && b64.get("lineCount").is_none());
+    let cursor = out["nextCursor"].as_str().unwrap();
+    let err = run(
+        &read,
+        json!({"path": "long.txt", "encoding": "base64", "cursor": cursor}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert!(err.message().contains("leave cursor out"), "{err}");
+}
+
+#[tokio::test]
+async fn a_read_cursor_is_stale_once_the_file_changes_and_bound_to_its_path() {
+    let f = fixture();
+    let read = ReadFile::new(f.jail.clone());
+    fs::write(f.root.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    fs::write(f.root.join("other.txt"), "one\ntwo\nthree\n").unwrap();
+    let out = run(&read, json!({"path": "notes.txt", "limit": 1}))
+        .await
+        .unwrap();
+    assert_eq!(out["content"], json!("one\n"));
+    let cursor = out["nextCursor"].as_str().unwrap().to_owned();
+    // The same content under another name is still another file.
+    let err = run(&read, json!({"path": "other.txt", "cursor": cursor}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert!(
+        err.message()
+            .starts_with("cursor was made for path \"notes.txt\""),
+        "{err}"
+    );
+    // Same size, same line count, other content: stale.
+    fs::write(f.root.join("notes.txt"), "one\ntwo\nthreE\n").unwrap();
+    let err = run(&read, json!({"path": "notes.txt", "cursor": cursor}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert_eq!(
+        err.message(),
+        "cursor is stale: the file changed, start again without cursor (notes.txt is not the file the cursor was made for)"
+    );
+    // Put back, the cursor reads on.
+    fs::write(f.root.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    let next = run(
+        &read,
+        json!({"path": "notes.txt", "cursor": cursor, "limit": 5}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(next["content"], json!("two\nthree\n"));
+    assert_eq!(next["startLine"], json!(2));
+    let err = run(
+        &read,
+        json!({"path": "notes.txt", "cursor": "bm90IGEgY3Vyc29y"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.message(),
+        "cursor is not a cursor of read_file (it was cut, changed or made up): pass the nextCursor of the previous read_file result unchanged, or leave cursor out to start from the beginning"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // list_directory
 
@@ -554,7 +686,7 @@ async fn list_shows_inside_links_as_targets_and_hides_the_rest() {
 }
 
 #[tokio::test]
-async fn list_is_capped_with_a_truncation_flag() {
+async fn list_pages_hold_at_most_limit_entries_and_the_largest_limit_is_the_cap() {
     let f = fixture();
     let many = f.root.join("many");
     fs::create_dir(&many).unwrap();
@@ -562,13 +694,174 @@ async fn list_is_capped_with_a_truncation_flag() {
         fs::write(many.join(format!("f{i:05}")), "").unwrap();
     }
     let list = ListDirectory::new(f.jail.clone());
+    // Without limit: the default page, and a cursor to the rest.
     let out = run(&list, json!({"path": "many"})).await.unwrap();
     assert_eq!(out["truncated"], json!(true));
-    let names = names(&out);
-    assert_eq!(names.len(), toolgate_builtins::MAX_LIST_ENTRIES);
-    assert_eq!(names.first().map(String::as_str), Some("f00000"));
+    assert!(out["nextCursor"].is_string(), "{}", out["truncated"]);
+    let first = names(&out);
+    assert_eq!(first.len(), toolgate_builtins::DEFAULT_LIST_ENTRIES);
+    assert_eq!(first.first().map(String::as_str), Some("f00000"));
+    // The largest limit is the old cap.
+    let out = run(
+        &list,
+        json!({"path": "many", "limit": toolgate_builtins::MAX_LIST_ENTRIES}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(names(&out).len(), toolgate_builtins::MAX_LIST_ENTRIES);
+    assert_eq!(out["truncated"], json!(true));
+    // A listing that fits says so and has no cursor.
     let exact = run(&list, json!({"path": "sub"})).await.unwrap();
     assert_eq!(exact["truncated"], json!(false));
+    assert!(exact.get("nextCursor").is_none(), "{exact}");
+    for bad in [
+        json!(0),
+        json!(toolgate_builtins::MAX_LIST_ENTRIES + 1),
+        json!("10"),
+    ] {
+        let err = run(&list, json!({"path": "sub", "limit": bad}))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{bad}");
+        assert!(err.message().contains("from 1 to 10000"), "{err}");
+    }
+}
+
+/// Every page of a listing, following nextCursor until there is none.
+async fn all_pages(list: &ListDirectory, args: Value) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut args = args;
+    loop {
+        let out = run(list, args.clone()).await.unwrap();
+        pages.push(names(&out));
+        match out.get("nextCursor") {
+            Some(Value::String(c)) => {
+                assert_eq!(out["truncated"], json!(true));
+                args["cursor"] = json!(c);
+            }
+            None => {
+                assert_eq!(out["truncated"], json!(false));
+                return pages;
+            }
+            Some(other) => panic!("nextCursor {other}"),
+        }
+        assert!(pages.len() < 1000, "paging does not end");
+    }
+}
+
+#[tokio::test]
+async fn paging_through_a_directory_returns_every_entry_once_in_order() {
+    let f = fixture();
+    let many = f.root.join("many");
+    fs::create_dir(&many).unwrap();
+    for i in 0..2_345 {
+        fs::write(many.join(format!("f{i:05}")), "x").unwrap();
+    }
+    let list = ListDirectory::new(f.jail.clone());
+    let whole = names(
+        &run(&list, json!({"path": "many", "limit": 10_000}))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(whole.len(), 2_345);
+    let pages = all_pages(&list, json!({"path": "many", "limit": 1000})).await;
+    assert_eq!(
+        pages.iter().map(Vec::len).collect::<Vec<_>>(),
+        [1000, 1000, 345]
+    );
+    assert_eq!(pages.concat(), whole);
+    // Any page size gives the same sequence.
+    for limit in [7, 2_344, 2_345] {
+        let pages = all_pages(&list, json!({"path": "many", "limit": limit})).await;
+        assert_eq!(pages.concat(), whole, "limit {limit}");
+    }
+}
+
+#[tokio::test]
+async fn recursive_paging_resumes_inside_subdirectories_in_listing_order() {
+    let f = fixture();
+    // Names where plain string order and listing order differ ("a-b" < "a/x" < "a0").
+    for dir in ["t/a", "t/a/x", "t/a-b", "t/a0", "t/b/c/d"] {
+        fs::create_dir_all(f.root.join(dir)).unwrap();
+    }
+    for file in ["t/a/1", "t/a/x/2", "t/a-b/3", "t/a0/4", "t/b/c/d/5", "t/z"] {
+        fs::write(f.root.join(file), "").unwrap();
+    }
+    let list = ListDirectory::new(f.jail.clone());
+    let args = json!({"path": "t", "recursive": true});
+    let whole = names(&run(&list, args.clone()).await.unwrap());
+    assert_eq!(
+        whole,
+        [
+            "a", "a/1", "a/x", "a/x/2", "a-b", "a-b/3", "a0", "a0/4", "b", "b/c", "b/c/d",
+            "b/c/d/5", "z"
+        ]
+    );
+    for limit in 1..=whole.len() {
+        let mut paged = args.clone();
+        paged["limit"] = json!(limit);
+        assert_eq!(
+            all_pages(&list, paged).await.concat(),
+            whole,
+            "limit {limit}"
+        );
+    }
+    // A page resumes after the last entry even when that entry was deleted in between.
+    let mut paged = args.clone();
+    paged["limit"] = json!(4);
+    let out = run(&list, paged.clone()).await.unwrap();
+    assert_eq!(names(&out), ["a", "a/1", "a/x", "a/x/2"]);
+    fs::remove_file(f.root.join("t/a/x/2")).unwrap();
+    paged["cursor"] = out["nextCursor"].clone();
+    let next = run(&list, paged).await.unwrap();
+    assert_eq!(names(&next), ["a-b", "a-b/3", "a0", "a0/4"]);
+}
+
+#[tokio::test]
+async fn a_list_cursor_only_works_with_the_arguments_it_was_made_for() {
+    let f = fixture();
+    let list = ListDirectory::new(f.jail.clone());
+    let out = run(&list, json!({"path": "sub", "recursive": true, "limit": 1}))
+        .await
+        .unwrap();
+    let cursor = out["nextCursor"].as_str().unwrap().to_owned();
+    for other in [
+        json!({"path": ".", "recursive": true, "cursor": cursor}),
+        json!({"path": "sub", "cursor": cursor}),
+    ] {
+        let err = run(&list, other.clone()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{other}");
+        assert_eq!(
+            err.message(),
+            "cursor was made for path \"sub\" with recursive = true: call list_directory with the same arguments as the call that returned it, or leave cursor out to start from the beginning"
+        );
+    }
+    // A cursor of another tool, and garbage, are refused and say what to do.
+    let read = ReadFile::new(f.jail.clone());
+    let err = run(&read, json!({"path": "sub/a.txt", "cursor": cursor}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert!(
+        err.message()
+            .starts_with("cursor belongs to list_directory, not to read_file"),
+        "{err}"
+    );
+    let mut edited = cursor.clone();
+    edited.insert(3, 'A');
+    for garbage in ["garbage", "e30.AAAA", edited.as_str()] {
+        let err = run(
+            &list,
+            json!({"path": "sub", "recursive": true, "cursor": garbage}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{garbage}");
+        assert_eq!(
+            err.message(),
+            "cursor is not a cursor of list_directory (it was cut, changed or made up): pass the nextCursor of the previous list_directory result unchanged, or leave cursor out to start from the beginning"
+        );
+    }
 }
 
 #[tokio::test]

@@ -56,6 +56,24 @@ impl Api {
             )
             .route("/text", get(|| async { "plain words" }))
             .route(
+                "/v1/items",
+                get(|axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>| async move {
+                    // Seven items, paged by an offset the API disguises as "tok-<offset>".
+                    let start: usize = match q.get("page_token") {
+                        None => 0,
+                        Some(t) => match t.strip_prefix("tok-").and_then(|n| n.parse().ok()) {
+                            Some(n) => n,
+                            None => return (StatusCode::BAD_REQUEST, "bad page_token").into_response(),
+                        },
+                    };
+                    let size: usize = q.get("per_page").and_then(|n| n.parse().ok()).unwrap_or(3);
+                    let end = (start + size).min(7);
+                    let data: Vec<Value> = (start..end).map(|i| json!({"id": i + 1})).collect();
+                    let next = (end < 7).then(|| format!("tok-{end}"));
+                    axum::Json(json!({"data": data, "meta": {"next": next}})).into_response()
+                }),
+            )
+            .route(
                 "/status/{code}",
                 get(|axum::extract::Path(code): axum::extract::Path<u16>| async move {
                     (StatusCode::from_u16(code).unwrap(), format!("{{\"error\":\"status {code}\"}}"))
@@ -520,4 +538,202 @@ fn the_example_definitions_all_register() {
         }
     }
     assert!(names.len() >= 3, "{names:?}");
+}
+
+const ITEMS: &str = r#"
+name = "list_items"
+description = "Items of the fake API, a page at a time."
+category = "external_api"
+effect = "read"
+idempotent = true
+
+[[parameters]]
+name = "limit"
+type = "integer"
+
+[[parameters]]
+name = "cursor"
+type = "string"
+
+[run]
+kind = "http"
+url = "BASE/v1/items"
+query = { page_token = "{cursor}", per_page = "{limit}" }
+response = "/data"
+
+[run.pagination]
+next_cursor = "/meta/next"
+"#;
+
+#[tokio::test]
+async fn an_http_tool_with_pagination_passes_the_apis_cursor_and_answers_next_cursor() {
+    let api = Api::start().await;
+    let registry = registry();
+    registry
+        .register_definition(definition(ITEMS, &api))
+        .unwrap();
+    let mut ids = Vec::new();
+    let mut args = json!({"limit": 3});
+    let mut tokens = Vec::new();
+    loop {
+        let r = call(&registry, local(), "list_items", args.clone()).await;
+        let data = r.data().unwrap_or_else(|| panic!("{r:?}")).clone();
+        // A list result is wrapped so it has room for nextCursor.
+        for item in data["items"].as_array().unwrap() {
+            ids.push(item["id"].as_u64().unwrap());
+        }
+        match data.get("nextCursor") {
+            Some(Value::String(c)) => {
+                // Opaque: the API's own value is not shown.
+                assert!(!c.contains("tok-"), "{c}");
+                tokens.push(c.clone());
+                args["cursor"] = json!(c);
+            }
+            None => break,
+            Some(other) => panic!("nextCursor {other}"),
+        }
+    }
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6, 7]);
+    let uris: Vec<String> = api
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.uri.clone())
+        .collect();
+    assert_eq!(
+        uris,
+        [
+            "/v1/items?per_page=3",
+            "/v1/items?page_token=tok-3&per_page=3",
+            "/v1/items?page_token=tok-6&per_page=3",
+        ]
+    );
+    // The same token gives the same page again (stable across calls).
+    let again = call(
+        &registry,
+        local(),
+        "list_items",
+        json!({"limit": 3, "cursor": tokens[0]}),
+    )
+    .await;
+    assert_eq!(
+        again.data().unwrap()["items"],
+        json!([{"id": 4}, {"id": 5}, {"id": 6}])
+    );
+
+    // A changed or made-up cursor is refused before any request is made.
+    let before = api.hits();
+    for bad in ["tok-3".to_owned(), format!("{}x", tokens[0])] {
+        let r = call(&registry, local(), "list_items", json!({"cursor": bad})).await;
+        assert_eq!(r.error_kind(), Some(ErrorKind::Validation), "{r:?}");
+        assert!(
+            r.error()
+                .unwrap()
+                .contains("pass the nextCursor of the previous list_items result"),
+            "{r:?}"
+        );
+    }
+    assert_eq!(api.hits(), before);
+
+    // A cursor of another paged tool is not this tool's.
+    let other = ITEMS.replace("list_items", "list_items_too");
+    registry
+        .register_definition(definition(&other, &api))
+        .unwrap();
+    let r = call(
+        &registry,
+        local(),
+        "list_items_too",
+        json!({"cursor": tokens[0]}),
+    )
+    .await;
+    assert_eq!(r.error_kind(), Some(ErrorKind::Validation), "{r:?}");
+    assert!(
+        r.error()
+            .unwrap()
+            .starts_with("cursor belongs to list_items, not to list_items_too"),
+        "{r:?}"
+    );
+    assert_eq!(api.hits(), before);
+}
+
+#[test]
+fn bad_pagination_sections_are_refused_with_their_paths() {
+    let registry = registry();
+    let cases = [
+        (
+            ITEMS.replace("next_cursor = \"/meta/next\"", "next_cursor = \"meta.next\""),
+            "run.pagination.next_cursor",
+        ),
+        (
+            ITEMS.replace("page_token = \"{cursor}\", ", ""),
+            "run.pagination.cursor_param: Parameter \"cursor\" carries the cursor but is not sent",
+        ),
+        (
+            ITEMS.replace("next_cursor = \"/meta/next\"", "next_cursor = \"/meta/next\"\ncursor_param = \"page\""),
+            "run.pagination.cursor_param: Pagination needs a parameter \"page\"",
+        ),
+        (
+            ITEMS.replace("name = \"cursor\"\ntype = \"string\"", "name = \"cursor\"\ntype = \"string\"\nrequired = true"),
+            "must be optional without a default",
+        ),
+        (
+            ITEMS.replace("next_cursor = \"/meta/next\"", "next_cursor = \"/meta/next\"\npage_size = 3"),
+            "run.pagination.page_size: Unknown pagination setting",
+        ),
+        (
+            ITEMS.replace(
+                "[run]",
+                "[output_schema]\ntype = \"object\"\nadditionalProperties = false\n[output_schema.properties.items]\ntype = \"array\"\n\n[run]",
+            ),
+            "declare nextCursor",
+        ),
+    ];
+    for (toml, want) in cases {
+        let def = ToolDefinition::parse(&toml.replace("BASE", "http://127.0.0.1:9"), Format::Toml)
+            .unwrap();
+        let err = registry.register_definition(def).unwrap_err();
+        let report = err.report().expect("a validation report");
+        let lines: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+        assert!(lines.iter().any(|l| l.contains(want)), "{want}: {lines:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_cursor_parameter_can_have_another_name() {
+    let api = Api::start().await;
+    let registry = registry();
+    let toml = ITEMS
+        .replace("name = \"list_items\"", "name = \"list_after\"")
+        .replace("name = \"cursor\"", "name = \"after\"")
+        .replace("{cursor}", "{after}")
+        .replace(
+            "next_cursor = \"/meta/next\"",
+            "next_cursor = \"/meta/next\"\ncursor_param = \"after\"",
+        );
+    registry
+        .register_definition(definition(&toml, &api))
+        .unwrap();
+    let first = call(&registry, local(), "list_after", json!({"limit": 5})).await;
+    let next = first.data().unwrap()["nextCursor"].clone();
+    let second = call(
+        &registry,
+        local(),
+        "list_after",
+        json!({"limit": 5, "after": next}),
+    )
+    .await;
+    assert_eq!(
+        second.data().unwrap()["items"],
+        json!([{"id": 6}, {"id": 7}])
+    );
+    assert!(second.data().unwrap().get("nextCursor").is_none());
+    assert_eq!(api.last().uri, "/v1/items?page_token=tok-5&per_page=5");
+    let bad = call(&registry, local(), "list_after", json!({"after": "tok-5"})).await;
+    assert_eq!(bad.error_kind(), Some(ErrorKind::Validation));
+    assert_eq!(
+        bad.error().unwrap(),
+        "after is not a cursor of list_after (it was cut, changed or made up): pass the nextCursor of the previous list_after result unchanged, or leave after out to start from the beginning"
+    );
 }

@@ -438,3 +438,77 @@ async fn error_messages() {
     }
     insta::assert_snapshot!(out);
 }
+
+#[tokio::test]
+async fn list_pages_the_plan_with_limit_and_cursor() {
+    let p = pipeline();
+    let items: Vec<Value> = (1..=7)
+        .map(|i| json!({"content": format!("Step {i}")}))
+        .collect();
+    ok(&p, "ana", json!({"action": "create", "items": items})).await;
+    let whole = ok(&p, "ana", json!({"action": "list"})).await;
+    assert_eq!(whole["items"].as_array().unwrap().len(), 7);
+    assert!(whole.get("nextCursor").is_none(), "{whole}");
+
+    // Pages of 3: every item once, in plan order.
+    let mut seen = Vec::new();
+    let mut args = json!({"action": "list", "limit": 3});
+    let mut sizes = Vec::new();
+    loop {
+        let page = ok(&p, "ana", args.clone()).await;
+        let items = page["items"].as_array().unwrap();
+        sizes.push(items.len());
+        seen.extend(items.iter().cloned());
+        match page.get("nextCursor") {
+            Some(c) => args["cursor"] = c.clone(),
+            None => break,
+        }
+    }
+    assert_eq!(sizes, [3, 3, 1]);
+    assert_eq!(Value::Array(seen), whole["items"]);
+
+    // The cursor is bound to its plan; a removed item makes it stale; garbage is refused.
+    let first = ok(&p, "ana", json!({"action": "list", "limit": 2})).await;
+    let cursor = first["nextCursor"].clone();
+    ok(
+        &p,
+        "ana",
+        json!({"action": "create", "planId": "other", "items": [{"content": "X"}]}),
+    )
+    .await;
+    let (kind, message) = fails(
+        &p,
+        "ana",
+        json!({"action": "list", "planId": "other", "cursor": cursor}),
+    )
+    .await;
+    assert_eq!(kind, ErrorKind::Validation);
+    assert!(
+        message.starts_with("cursor was made for planId \"default\""),
+        "{message}"
+    );
+    ok(&p, "ana", json!({"action": "remove", "itemId": "2"})).await;
+    let (kind, message) = fails(&p, "ana", json!({"action": "list", "cursor": cursor})).await;
+    assert_eq!(kind, ErrorKind::Validation);
+    assert_eq!(
+        message,
+        "cursor is stale: item \"2\" was removed from plan \"default\" since the previous page; list again without cursor"
+    );
+    let (kind, message) = fails(&p, "ana", json!({"action": "list", "cursor": "xyz"})).await;
+    assert_eq!(kind, ErrorKind::Validation);
+    assert!(message.contains("leave cursor out"), "{message}");
+    // Only list pages.
+    let (kind, message) = fails(
+        &p,
+        "ana",
+        json!({"action": "complete", "itemId": "1", "limit": 2}),
+    )
+    .await;
+    assert_eq!(kind, ErrorKind::Validation);
+    assert!(
+        message.starts_with("Action complete does not take limit"),
+        "{message}"
+    );
+    let (kind, _) = fails(&p, "ana", json!({"action": "list", "limit": 16})).await;
+    assert_eq!(kind, ErrorKind::Validation);
+}
