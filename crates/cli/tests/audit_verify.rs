@@ -139,3 +139,86 @@ fn postgres_without_a_checkpoint_key_is_refused_naming_the_settings() {
         "{err}"
     );
 }
+
+#[test]
+fn on_postgres_a_key_file_anchors_the_log_and_a_cut_is_found() {
+    const PG: &str = "postgres://postgres@127.0.0.1:5432/test";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let schema = format!(
+        "tg_cli_audit_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let sql = |sql: String| {
+        rt.block_on(async {
+            let mut conn = sqlx::PgConnection::connect(PG).await?;
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await?;
+            conn.close().await
+        })
+    };
+    if let Err(e) = sql(format!("CREATE SCHEMA \"{schema}\"")) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "PostgreSQL at {PG} is required in CI: {e}"
+        );
+        eprintln!("note: skipping: {PG} unreachable: {e}");
+        return;
+    }
+    let sb = Sandbox::new();
+    std::fs::write(
+        sb.dir.path().join("toolgate.toml"),
+        "[audit]\nkey_file = \"secrets/audit-key\"\n",
+    )
+    .unwrap();
+    let db = format!("{PG}?options=-c%20search_path%3D{schema}");
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["--config", "toolgate.toml"])
+            .args(args)
+            .current_dir(sb.dir.path())
+            .env("TOOLGATE_DB", &db)
+            .env_remove("TOOLGATE_CONFIG")
+            .env_remove("TOOLGATE_AUDIT_KEY")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for e in ["1 + 1", "2 + 2", "3 + 3"] {
+        let (code, _, err) = run(&[
+            "call",
+            "calculator",
+            "--args",
+            &format!(r#"{{"expression": "{e}"}}"#),
+        ]);
+        assert_eq!(code, 0, "{err}");
+    }
+    assert!(sb.dir.path().join("secrets/audit-key").exists());
+    assert!(sb.dir.path().join("secrets/audit-key.checkpoint").exists());
+    let (code, out, err) = run(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("ok: 3 audit entries") && out.contains("checkpoint at entry 3"),
+        "{out}"
+    );
+    sql(format!("DELETE FROM \"{schema}\".audit_log")).unwrap();
+    sql(format!("DELETE FROM \"{schema}\".audit_checkpoints")).unwrap();
+    let (code, out, _) = run(&["audit", "verify"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("audit log cut: entries 1–3 are missing") && out.contains("head now 0"),
+        "{out}"
+    );
+    sql(format!("DROP SCHEMA \"{schema}\" CASCADE")).unwrap();
+}

@@ -980,7 +980,7 @@ impl AuditWriter {
                     }
                 }
                 // After the callers are answered: the checkpointer signs the new head in the
-                // background (a `watch` send here, no I/O).
+                // background (handing it over here costs a lock and a wake-up, no I/O).
                 if let (Ok(Some(head)), Some(inner)) = (result, inner)
                     && let Some(checkpoints) = &inner.checkpoints
                 {

@@ -9,7 +9,7 @@
 //! beyond the newest entry is a cut tail, one whose entry has another hash is a rewritten log, one
 //! with a bad MAC is a forgery.
 //!
-//! The audit writer only publishes its newest committed head (a `watch` send, no I/O); a
+//! The audit writer only publishes its newest committed head (a slot and a wake-up, no I/O); a
 //! background task signs it and writes both copies at most once per [`THROTTLE`], so the call path
 //! never waits for a checkpoint. [`crate::Store::checkpoint_audit`] writes one at once (the CLI
 //! does after its calls, and [`crate::Store::close`] does).
@@ -21,13 +21,13 @@
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Weak;
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
-use tokio::sync::{Mutex, watch};
+use tokio::sync::{Mutex, Notify};
 use toolgate_core::CancellationToken;
 
 use crate::error::StoreError;
@@ -217,7 +217,10 @@ pub(crate) struct Checkpointer {
     /// HMAC-SHA256 keyed with the audit key, cloned for each MAC.
     keyed: HmacSha256,
     file: Option<PathBuf>,
-    head: watch::Sender<Option<Head>>,
+    /// The newest head committed by this process, replaced by each commit.
+    head: std::sync::Mutex<Option<Head>>,
+    /// Wakes the background task (a permit is kept when it is busy).
+    changed: Arc<Notify>,
     /// Serializes writers; holds the newest `seq` this process checkpointed.
     written: Mutex<i64>,
 }
@@ -242,18 +245,32 @@ impl Checkpointer {
                 "The audit checkpoint key cannot key HMAC-SHA256: {e}"
             ))
         })?;
-        let (head, _) = watch::channel(None);
         Ok(Some(Self {
             keyed,
             file: anchor.checkpoint_file.clone(),
-            head,
+            head: std::sync::Mutex::new(None),
+            changed: Arc::new(Notify::new()),
             written: Mutex::new(0),
         }))
     }
 
-    /// Called by the audit writer after a commit: no I/O, only a `watch` send.
+    /// Called by the audit writer after a commit: no I/O, only the slot replaced (an uncontended
+    /// lock) and the background task woken.
     pub(crate) fn publish(&self, head: Head) {
-        self.head.send_replace(Some(head));
+        let old = self
+            .head
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(head);
+        self.changed.notify_one();
+        drop(old);
+    }
+
+    fn current(&self) -> Option<Head> {
+        self.head
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn sign(&self, seq: i64, hash: &str, at: &str) -> Checkpoint {
@@ -285,14 +302,13 @@ impl Checkpointer {
     /// Starts the background task that checkpoints published heads, at most once per
     /// [`THROTTLE`]. It holds the store weakly and ends with it.
     pub(crate) fn spawn(&self, store: Weak<Inner>, shutdown: CancellationToken) {
-        let mut heads = self.head.subscribe();
+        let changed = Arc::clone(&self.changed);
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    changed = heads.changed() => if changed.is_err() { return },
+                    () = changed.notified() => {}
                     () = shutdown.cancelled() => return,
                 }
-                heads.mark_unchanged();
                 let Some(inner) = store.upgrade() else { return };
                 if let Err(e) = (Store { inner }).checkpoint_head().await {
                     tracing::error!(error = %e, "the audit checkpoint could not be written");
@@ -483,7 +499,7 @@ impl Store {
             return Ok(None);
         };
         let mut written = cp.written.lock().await;
-        let Some(head) = cp.head.borrow().clone() else {
+        let Some(head) = cp.current() else {
             return Ok(None);
         };
         if head.seq <= *written {
