@@ -447,6 +447,7 @@ fn check_input_schema(
             return None;
         }
         let validator = compile_schema(schema, "input_schema", "input_schema.invalid", r)?;
+        check_required_declared(schema, "input_schema", None, r);
         check_raw_defaults(def, schema, &validator, r);
         Some(validator)
     } else {
@@ -463,6 +464,96 @@ fn check_input_schema(
             r.errors.extend(whole.errors);
         }
         validator
+    }
+}
+
+/// Subschemas that describe the same instance as their parent (so a `required` there may name
+/// a property the parent declares).
+const SAME_INSTANCE: [&str; 7] = ["allOf", "anyOf", "oneOf", "if", "then", "else", "not"];
+
+/// Seed 004: "Parameters in `:required` list MUST exist in `:parameters`", for raw schemas: every
+/// name in an object schema's `required` is declared in its `properties` (or, inside
+/// `allOf`/`anyOf`/`oneOf`/`if`/`then`/`else`/`not`, in the enclosing schema's), at every depth:
+/// `properties.*`, `items`, `prefixItems`, `additionalProperties`, `$defs`/`definitions`,
+/// `dependentSchemas`. Schemas with `patternProperties` are left alone (a pattern may declare the
+/// name).
+fn check_required_declared(
+    schema: &Value,
+    path: &str,
+    inherited: Option<&serde_json::Map<String, Value>>,
+    r: &mut ValidationReport,
+) {
+    let Some(node) = schema.as_object() else {
+        return;
+    };
+    let own = node.get("properties").and_then(Value::as_object);
+    let declared = |name: &str| {
+        own.is_some_and(|p| p.contains_key(name)) || inherited.is_some_and(|p| p.contains_key(name))
+    };
+    if let Some(required) = node.get("required").and_then(Value::as_array)
+        && !node.contains_key("patternProperties")
+    {
+        let where_ = if own.is_none() && inherited.is_some() {
+            "the enclosing schema's properties".to_owned()
+        } else {
+            format!("{path}.properties")
+        };
+        for (i, name) in required.iter().enumerate() {
+            if let Some(name) = name.as_str()
+                && !declared(name)
+            {
+                r.error(
+                    format!("{path}.required[{i}]"),
+                    "input_schema.required_undeclared",
+                    format!("{name:?} is not declared in {where_}; declare it there or remove it from required"),
+                );
+            }
+        }
+    }
+    // What a same-instance subschema may rely on: this schema's properties and its parent's.
+    let merged;
+    let context = match (own, inherited) {
+        (Some(o), Some(i)) => {
+            let mut m = i.clone();
+            m.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
+            merged = m;
+            Some(&merged)
+        }
+        (Some(o), None) => Some(o),
+        (None, i) => i,
+    };
+    for key in SAME_INSTANCE {
+        match node.get(key) {
+            Some(Value::Array(items)) => {
+                for (i, sub) in items.iter().enumerate() {
+                    check_required_declared(sub, &format!("{path}.{key}[{i}]"), context, r);
+                }
+            }
+            Some(sub) => check_required_declared(sub, &format!("{path}.{key}"), context, r),
+            None => {}
+        }
+    }
+    for key in ["properties", "$defs", "definitions", "dependentSchemas"] {
+        if let Some(map) = node.get(key).and_then(Value::as_object) {
+            for (name, sub) in map {
+                let sub_context = if key == "dependentSchemas" {
+                    context
+                } else {
+                    None
+                };
+                check_required_declared(sub, &format!("{path}.{key}.{name}"), sub_context, r);
+            }
+        }
+    }
+    for key in ["items", "additionalProperties", "contains"] {
+        if let Some(sub) = node.get(key) {
+            check_required_declared(sub, &format!("{path}.{key}"), None, r);
+        }
+    }
+    if let Some(items) = node.get("prefixItems").and_then(Value::as_array) {
+        for (i, sub) in items.iter().enumerate() {
+            check_required_declared(sub, &format!("{path}.prefixItems[{i}]"), None, r);
+        }
     }
 }
 

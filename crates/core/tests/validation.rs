@@ -1629,3 +1629,92 @@ fn null_constraints_should_use_defaults() {
         expected(&[("description", "description.short")])
     );
 }
+
+/// A raw-schema definition (no parameters) with `input_schema` set to `schema`.
+fn raw(schema: Value) -> ToolDefinition {
+    let mut d = base();
+    d.parameters.clear();
+    d.input_schema = Some(schema);
+    d
+}
+
+/// Seed 004: "Parameters in `:required` list MUST exist in `:parameters`", for raw input
+/// schemas too, at every depth, with the path of the offending entry.
+#[test]
+fn raw_input_schema_required_must_name_declared_properties() {
+    let undeclared = |schema: Value| -> Vec<(String, String)> {
+        let (errors, _) = outcome(&raw(schema), &Env::default());
+        pairs(&errors)
+    };
+    let code = "input_schema.required_undeclared";
+    // Top level: the second entry names nothing declared.
+    assert_eq!(
+        undeclared(json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city", "foo"]
+        })),
+        expected(&[("input_schema.required[1]", code)])
+    );
+    // No properties at all.
+    assert_eq!(
+        undeclared(json!({"type": "object", "required": ["a"]})),
+        expected(&[("input_schema.required[0]", code)])
+    );
+    // Nested: an object property, array items, $defs, prefixItems, additionalProperties.
+    assert_eq!(
+        undeclared(json!({
+            "type": "object",
+            "properties": {
+                "x": {"type": "object", "properties": {"a": {}}, "required": ["a", "b"]},
+                "list": {"type": "array", "items": {"type": "object", "required": ["id"]}},
+                "pair": {"type": "array", "prefixItems": [{"type": "object", "properties": {}, "required": ["k"]}]},
+                "map": {"type": "object", "additionalProperties": {"type": "object", "required": ["v"]}}
+            },
+            "$defs": {"point": {"type": "object", "properties": {"x": {}}, "required": ["y"]}}
+        })),
+        expected(&[
+            ("input_schema.properties.x.required[1]", code),
+            ("input_schema.properties.list.items.required[0]", code),
+            (
+                "input_schema.properties.pair.prefixItems[0].required[0]",
+                code
+            ),
+            (
+                "input_schema.properties.map.additionalProperties.required[0]",
+                code
+            ),
+            ("input_schema.$defs.point.required[0]", code),
+        ])
+    );
+    // Declared names pass, and so do combinator branches naming the enclosing schema's
+    // properties, schemas with patternProperties, and dependentSchemas.
+    for fine in [
+        json!({"type": "object", "properties": {"a": {}}, "required": ["a"]}),
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "if": {"required": ["a"]}, "then": {"required": ["b"]}, "not": {"required": ["a", "b"]}}),
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "dependentSchemas": {"a": {"required": ["b"]}}}),
+        json!({"type": "object", "patternProperties": {"^x_": {}}, "required": ["x_1"]}),
+        json!({"type": "object", "properties": {"o": {"type": "object", "properties": {"p": {}}, "anyOf": [{"required": ["p"]}]}}}),
+    ] {
+        assert!(undeclared(fine.clone()).is_empty(), "{fine}");
+    }
+    // A combinator branch cannot name what neither it nor its schema declares.
+    assert_eq!(
+        undeclared(
+            json!({"type": "object", "properties": {"a": {}}, "allOf": [{"required": ["z"]}]})
+        ),
+        expected(&[("input_schema.allOf[0].required[0]", code)])
+    );
+    // The message names the entry, where it is missing and the fix.
+    let (errors, _) = outcome(
+        &raw(json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "x": {"type": "object", "properties": {}, "required": ["deep"]}},
+            "required": ["city", "foo"]
+        })),
+        &Env::default(),
+    );
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    insta::assert_snapshot!("required_undeclared_messages", lines.join("\n"));
+}
