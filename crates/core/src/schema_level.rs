@@ -205,30 +205,41 @@ const SCHEMA_LISTS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems"];
 /// One keyword beyond the allowed level.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct BeyondLevel {
-    /// The keyword as written (`format: "x-custom"` is reported as `format "x-custom"`).
+    /// The keyword as written (a custom format with its value: `format: "ticket-id"`).
     pub keyword: String,
+    /// Why it needs the level, when the keyword alone does not say (`" (a custom format)"`).
+    pub note: &'static str,
     /// `path` of the schema plus `.keyword`.
     pub path: String,
     /// The weakest level that allows it.
     pub needs: SchemaLevel,
 }
 
-/// The level a keyword (with its value) needs.
-fn level_of(keyword: &str, value: &Value) -> (SchemaLevel, String) {
+/// The level a keyword (with its value) needs, how to show it and why.
+fn level_of(keyword: &str, value: &Value) -> (SchemaLevel, String, &'static str) {
+    let plain = |level| (level, keyword.to_owned(), "");
     match keyword {
-        "additionalProperties" if value.is_boolean() => (SchemaLevel::Basic, keyword.to_owned()),
+        "additionalProperties" if value.is_boolean() => plain(SchemaLevel::Basic),
         "format" => match value.as_str() {
-            Some(f) if !STANDARD_FORMATS.contains(&f) => {
-                (SchemaLevel::Full, format!("format {f:?} (a custom format)"))
-            }
-            _ => (SchemaLevel::Advanced, keyword.to_owned()),
+            Some(f) if !STANDARD_FORMATS.contains(&f) => (
+                SchemaLevel::Full,
+                format!("format: {f:?}"),
+                " (a custom format)",
+            ),
+            _ => plain(SchemaLevel::Advanced),
         },
-        k if BASIC.contains(&k) => (SchemaLevel::Basic, keyword.to_owned()),
-        k if ADVANCED.contains(&k) => (SchemaLevel::Advanced, keyword.to_owned()),
-        "errorMessage" => (SchemaLevel::Full, keyword.to_owned()),
+        "additionalProperties" => (
+            SchemaLevel::Advanced,
+            keyword.to_owned(),
+            " (as a schema; `true` or `false` is basic)",
+        ),
+        k if BASIC.contains(&k) => plain(SchemaLevel::Basic),
+        k if ADVANCED.contains(&k) => plain(SchemaLevel::Advanced),
+        "errorMessage" => plain(SchemaLevel::Full),
         _ => (
             SchemaLevel::Full,
-            format!("{keyword} (a keyword outside draft 2020-12)"),
+            keyword.to_owned(),
+            " (a keyword outside draft 2020-12)",
         ),
     }
 }
@@ -250,10 +261,11 @@ fn walk(schema: &Value, path: &str, allowed: SchemaLevel, out: &mut Vec<BeyondLe
     };
     for (keyword, value) in node {
         let at = format!("{path}.{keyword}");
-        let (needs, shown) = level_of(keyword, value);
+        let (needs, shown, note) = level_of(keyword, value);
         if needs > allowed {
             out.push(BeyondLevel {
                 keyword: shown,
+                note,
                 path: at.clone(),
                 needs,
             });

@@ -736,8 +736,8 @@ fn check_schema_level(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationRep
                 b.path,
                 "schema.plan_level",
                 format!(
-                    "`{}` is {} JSON Schema, and the plan in force allows only {allowed} JSON Schema; the lowest plan that allows it is `{plan}` (set `plan = \"{plan}\"` in the config file), or remove the keyword",
-                    b.keyword, b.needs
+                    "`{}`{} is {} JSON Schema, and the plan in force allows only {allowed} JSON Schema; the lowest plan that allows it is `{plan}` (set `plan = \"{plan}\"` in the config file), or remove the keyword",
+                    b.keyword, b.note, b.needs
                 ),
             );
         }
