@@ -308,3 +308,16 @@ impl Failure {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The store's plan table names exactly the built-ins toolgate ships, in the same order: a
+    /// new built-in cannot slip into (or out of) the plans unnoticed.
+    #[test]
+    fn the_plans_know_every_built_in() {
+        assert_eq!(
+            toolgate_store::ALL_BUILTINS.as_slice(),
+            toolgate_builtins::BUILTIN_NAMES
+        );
+    }
+}
