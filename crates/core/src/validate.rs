@@ -453,7 +453,7 @@ fn check_input_schema(
             return None;
         }
         let validator = compile_schema(schema, "input_schema", "input_schema.invalid", r)?;
-        check_required_declared(schema, "input_schema", None, r);
+        check_required_declared(schema, "input_schema", &[], r);
         check_raw_defaults(def, schema, &validator, r);
         Some(validator)
     } else {
@@ -486,20 +486,19 @@ const SAME_INSTANCE: [&str; 7] = ["allOf", "anyOf", "oneOf", "if", "then", "else
 fn check_required_declared(
     schema: &Value,
     path: &str,
-    inherited: Option<&serde_json::Map<String, Value>>,
+    inherited: &[&str],
     r: &mut ValidationReport,
 ) {
     let Some(node) = schema.as_object() else {
         return;
     };
     let own = node.get("properties").and_then(Value::as_object);
-    let declared = |name: &str| {
-        own.is_some_and(|p| p.contains_key(name)) || inherited.is_some_and(|p| p.contains_key(name))
-    };
+    let declared =
+        |name: &str| own.is_some_and(|p| p.contains_key(name)) || inherited.contains(&name);
     if let Some(required) = node.get("required").and_then(Value::as_array)
         && !node.contains_key("patternProperties")
     {
-        let where_ = if own.is_none() && inherited.is_some() {
+        let where_ = if own.is_none() && !inherited.is_empty() {
             "the enclosing schema's properties".to_owned()
         } else {
             format!("{path}.properties")
@@ -517,35 +516,26 @@ fn check_required_declared(
         }
     }
     // What a same-instance subschema may rely on: this schema's properties and its parent's.
-    let merged;
-    let context = match (own, inherited) {
-        (Some(o), Some(i)) => {
-            let mut m = i.clone();
-            m.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
-            merged = m;
-            Some(&merged)
-        }
-        (Some(o), None) => Some(o),
-        (None, i) => i,
-    };
+    let mut context: Vec<&str> = inherited.to_vec();
+    context.extend(own.into_iter().flat_map(|p| p.keys().map(String::as_str)));
     for key in SAME_INSTANCE {
         match node.get(key) {
             Some(Value::Array(items)) => {
                 for (i, sub) in items.iter().enumerate() {
-                    check_required_declared(sub, &format!("{path}.{key}[{i}]"), context, r);
+                    check_required_declared(sub, &format!("{path}.{key}[{i}]"), &context, r);
                 }
             }
-            Some(sub) => check_required_declared(sub, &format!("{path}.{key}"), context, r),
+            Some(sub) => check_required_declared(sub, &format!("{path}.{key}"), &context, r),
             None => {}
         }
     }
     for key in ["properties", "$defs", "definitions", "dependentSchemas"] {
         if let Some(map) = node.get(key).and_then(Value::as_object) {
             for (name, sub) in map {
-                let sub_context = if key == "dependentSchemas" {
-                    context
+                let sub_context: &[&str] = if key == "dependentSchemas" {
+                    &context
                 } else {
-                    None
+                    &[]
                 };
                 check_required_declared(sub, &format!("{path}.{key}.{name}"), sub_context, r);
             }
@@ -553,12 +543,12 @@ fn check_required_declared(
     }
     for key in ["items", "additionalProperties", "contains"] {
         if let Some(sub) = node.get(key) {
-            check_required_declared(sub, &format!("{path}.{key}"), None, r);
+            check_required_declared(sub, &format!("{path}.{key}"), &[], r);
         }
     }
     if let Some(items) = node.get("prefixItems").and_then(Value::as_array) {
         for (i, sub) in items.iter().enumerate() {
-            check_required_declared(sub, &format!("{path}.prefixItems[{i}]"), None, r);
+            check_required_declared(sub, &format!("{path}.prefixItems[{i}]"), &[], r);
         }
     }
 }
