@@ -56,6 +56,12 @@ pub fn default_db_path() -> PathBuf {
 }
 
 impl App {
+    /// Whether `tool` exists for the CLI's caller: built-ins outside the plan in force do not
+    /// (the same rule `Principal::may_call` applies to calls, see `Plan::restrict`).
+    pub fn sees(&self, tool: &str) -> bool {
+        !toolgate_store::ALL_BUILTINS.contains(&tool) || self.plan.builtins.contains(&tool)
+    }
+
     /// Reads the config, opens the store, registers the built-ins (jailed to the root), the
     /// stored custom definitions and the tools-dir files. Bad tools-dir files are reported on
     /// stderr and skipped.
@@ -85,7 +91,7 @@ impl App {
         let store = Store::open_with(&url, &StoreOptions::default(), &anchor)
             .await
             .map_err(anyhow::Error::msg)?;
-        let registry = Arc::new(Registry::with_max_isolation(plan.max_isolation));
+        let registry = Arc::new(Registry::with_caps(plan.caps()));
         // Declarative `http` definitions (stored or in the tools directory) get their handlers.
         registry.add_run_kind(Arc::new(toolgate_builtins::HttpKind::new()));
         // Declarative `command` definitions run their program in the sandbox they ask for.
@@ -369,5 +375,18 @@ impl Failure {
                 .join("; "),
             None => self.message.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The store's plan table names exactly the built-ins toolgate ships, in the same order: a
+    /// new built-in cannot slip into (or out of) the plans unnoticed.
+    #[test]
+    fn the_plans_know_every_built_in() {
+        assert_eq!(
+            toolgate_store::ALL_BUILTINS.as_slice(),
+            toolgate_builtins::BUILTIN_NAMES
+        );
     }
 }

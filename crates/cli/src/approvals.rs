@@ -36,7 +36,7 @@ pub fn durable(app: &App) -> Arc<DurableApproval> {
 /// The principal an approval runs as, with its grants as configured now.
 pub fn principal_of(app: &App, approval: &Approval) -> anyhow::Result<Principal> {
     if approval.principal == Principal::local().id.as_str() {
-        return Ok(Principal::local());
+        return app.config.principal(None);
     }
     app.config
         .principal(Some(&approval.principal))

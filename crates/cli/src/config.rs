@@ -317,14 +317,7 @@ impl Config {
                 .map_err(|e| {
                     anyhow::anyhow!("[principals.{id}] {e}; `toolgate token` makes one")
                 })?;
-            let plan = match &p.plan {
-                None => default_plan.clone(),
-                Some(name) => Plan::named(name).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "[principals.{id}] unknown plan {name:?}; use one of core, writer_pro, teams, enterprise"
-                    )
-                })?,
-            };
+            let plan = self.plan_of(id, p, &default_plan)?;
             let rate = p
                 .rate_limit
                 .as_ref()
@@ -347,10 +340,24 @@ impl Config {
         Ok(entries)
     }
 
-    /// The principal named `id`: `local` (every permission) unless the config defines it.
+    /// A configured principal's plan: its own `plan`, or the file's.
+    fn plan_of(&self, id: &str, p: &PrincipalConfig, default_plan: &Plan) -> anyhow::Result<Plan> {
+        match &p.plan {
+            None => Ok(default_plan.clone()),
+            Some(name) => Plan::named(name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "[principals.{id}] unknown plan {name:?}; use one of core, writer_pro, teams, enterprise"
+                )
+            }),
+        }
+    }
+
+    /// The principal named `id`: `local` (every permission) unless the config defines it; the
+    /// built-ins outside its plan are hidden from it.
     pub fn principal(&self, id: Option<&str>) -> anyhow::Result<Principal> {
+        let default_plan = self.plan()?;
         let Some(id) = id else {
-            return Ok(Principal::local());
+            return Ok(default_plan.restrict(Principal::local()));
         };
         let pid = PrincipalId::parse(id).map_err(anyhow::Error::msg)?;
         match self.principals.get(id) {
@@ -360,9 +367,9 @@ impl Config {
                 if let Some(tools) = &p.tools {
                     principal = principal.only_tools(tools.iter().cloned());
                 }
-                Ok(principal)
+                Ok(self.plan_of(id, p, &default_plan)?.restrict(principal))
             }
-            None if id == "local" => Ok(Principal::local()),
+            None if id == "local" => Ok(default_plan.restrict(Principal::local())),
             None => bail!(
                 "Unknown principal: {id} (define it under [principals.{id}] in the config file, with its grants)"
             ),

@@ -85,7 +85,7 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
         .map_err(anyhow::Error::msg)?
         .is_none()
     {
-        let hint = match app.registry.get(&def.name) {
+        let hint = match app.registry.get(&def.name).filter(|_| app.sees(&def.name)) {
             Some(t) if t.is_builtin() => {
                 "it is a built-in tool, which cannot be changed; define a tool with another name"
                     .to_owned()
@@ -128,7 +128,7 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
 
 /// `tools rm NAME`.
 pub async fn remove(app: &App, args: &NameArgs) -> anyhow::Result<ExitCode> {
-    if app.registry.get(&args.name).is_some_and(|t| t.is_builtin()) {
+    if app.sees(&args.name) && app.registry.get(&args.name).is_some_and(|t| t.is_builtin()) {
         eprintln!("error: Built-in tool {} cannot be removed", args.name);
         return Ok(ExitCode::from(1));
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use toolgate_core::{CoreError, Query, RegisteredTool, Registry, ToolDefinition, ToolSpec};
+use toolgate_core::{CoreError, Query, RegisteredTool, ToolDefinition, ToolSpec};
 use toolgate_export::{ExportFormat, ExportOptions};
 
 use crate::app::{self, App};
@@ -25,7 +25,11 @@ pub fn list(app: &App, args: &ListArgs) -> anyhow::Result<ExitCode> {
     let mut tools = Vec::new();
     loop {
         let page = app.registry.list(&query)?;
-        tools.extend(page.items);
+        tools.extend(
+            page.items
+                .into_iter()
+                .filter(|t| app.sees(t.spec().name().as_str())),
+        );
         match page.next_cursor {
             Some(c) => query.cursor = Some(c),
             None => break,
@@ -137,7 +141,11 @@ fn summary(t: &RegisteredTool) -> Value {
 
 /// `tools show`.
 pub fn show(app: &App, args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let Some(tool) = app.registry.get(&args.name) else {
+    let Some(tool) = app
+        .registry
+        .get(&args.name)
+        .filter(|_| app.sees(&args.name))
+    else {
         eprintln!(
             "Tool not found: {} (run `toolgate tools list` to see the registered tools)",
             args.name
@@ -393,7 +401,7 @@ fn file_text(l: &app::Loaded, extra: &[toolgate_core::Issue]) -> String {
 
 /// `tools export`.
 pub fn export(app: &App, args: &ExportArgs) -> anyhow::Result<ExitCode> {
-    let specs = all_specs(&app.registry);
+    let specs = all_specs(app);
     let format = match args.format {
         ExportFormatArg::Openai => ExportFormat::OpenAi,
         ExportFormatArg::OpenaiResponses => ExportFormat::OpenAiResponses,
@@ -426,10 +434,12 @@ pub fn export(app: &App, args: &ExportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn all_specs(registry: &Registry) -> Vec<ToolSpec> {
-    registry
+/// Every tool the CLI's caller sees (built-ins outside the plan are left out).
+fn all_specs(app: &App) -> Vec<ToolSpec> {
+    app.registry
         .snapshot()
         .iter()
+        .filter(|t| app.sees(t.spec().name().as_str()))
         .map(|t| t.spec().clone())
         .collect()
 }

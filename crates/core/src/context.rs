@@ -23,6 +23,9 @@ pub struct Principal {
     pub grants: Vec<Permission>,
     /// `None`: every tool (subject to permissions). `Some`: only these tools.
     pub allowed_tools: Option<BTreeSet<String>>,
+    /// Tools that do not exist for this principal, whatever `allowed_tools` says: the built-ins
+    /// its plan leaves out. `None` hides nothing.
+    pub hidden_tools: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Principal {
@@ -32,6 +35,7 @@ impl Principal {
             id,
             grants: Vec::new(),
             allowed_tools: None,
+            hidden_tools: None,
         }
     }
 
@@ -41,6 +45,7 @@ impl Principal {
             id: PrincipalId::local(),
             grants: Permission::parse("*").into_iter().collect(),
             allowed_tools: None,
+            hidden_tools: None,
         }
     }
 
@@ -58,16 +63,32 @@ impl Principal {
         self
     }
 
+    /// Hides the given tools from the principal (adding to those already hidden): for it they
+    /// do not exist — not listed, not found by name, not callable (see [`Principal::may_call`]).
+    #[must_use]
+    pub fn hide_tools<I: IntoIterator<Item = S>, S: Into<String>>(mut self, tools: I) -> Self {
+        let mut hidden: BTreeSet<String> =
+            self.hidden_tools.as_deref().cloned().unwrap_or_default();
+        hidden.extend(tools.into_iter().map(Into::into));
+        self.hidden_tools = (!hidden.is_empty()).then(|| Arc::new(hidden));
+        self
+    }
+
     /// Whether any grant covers `required`.
     pub fn holds(&self, required: &Permission) -> bool {
         self.grants.iter().any(|g| g.covers(required))
     }
 
-    /// Whether the principal's tool list (if any) includes `tool`.
+    /// Whether the tool exists for the principal: not hidden, and in its tool list (if any).
+    /// Every listing, lookup and call asks this, so a tool it refuses is reported as unknown.
     pub fn may_call(&self, tool: &str) -> bool {
-        self.allowed_tools
+        self.hidden_tools
             .as_ref()
-            .is_none_or(|set| set.contains(tool))
+            .is_none_or(|hidden| !hidden.contains(tool))
+            && self
+                .allowed_tools
+                .as_ref()
+                .is_none_or(|set| set.contains(tool))
     }
 }
 

@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod registry;
 mod runkind;
 pub mod schema;
+mod schema_level;
 mod spec;
 pub mod telemetry;
 mod tool;
@@ -41,6 +42,7 @@ pub use pipeline::{
 };
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use runkind::RunKind;
+pub use schema_level::{PlanCaps, SchemaLevel};
 pub use spec::{Limits, Resolved, ToolSpec, write_canonical, write_json_string};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{BoxFuture, FnTool, Tool, ToolBuilder, ToolOutput, schema_of};

@@ -16,6 +16,7 @@ use crate::definition::{Category, Consequence, Effect, ToolDefinition};
 use crate::error::CoreError;
 use crate::names::ToolName;
 use crate::runkind::RunKind;
+use crate::schema_level::PlanCaps;
 use crate::spec::ToolSpec;
 use crate::telemetry;
 use crate::tool::Tool;
@@ -304,7 +305,8 @@ pub struct Registry {
     current: ArcSwap<Snapshot>,
     writer: Mutex<()>,
     changes: watch::Sender<u64>,
-    max_isolation: Isolation,
+    /// What the plan in force allows definitions registered here.
+    caps: PlanCaps,
     run_kinds: RwLock<Vec<Arc<dyn RunKind>>>,
 }
 
@@ -330,20 +332,34 @@ enum Source {
 }
 
 impl Registry {
-    /// An empty registry allowing every isolation level.
+    /// An empty registry allowing every isolation level and all of JSON Schema.
     pub fn new() -> Self {
-        Self::with_max_isolation(Isolation::Restricted)
+        Self::with_caps(PlanCaps::UNLIMITED)
     }
 
     /// An empty registry whose definitions may ask for at most `max` isolation (the plan in force).
     pub fn with_max_isolation(max: Isolation) -> Self {
+        Self::with_caps(PlanCaps {
+            max_isolation: max,
+            ..PlanCaps::UNLIMITED
+        })
+    }
+
+    /// An empty registry whose custom definitions stay within `caps` (the plan in force): the
+    /// strongest isolation they may ask for and the JSON Schema level of their schemas.
+    pub fn with_caps(caps: PlanCaps) -> Self {
         Self {
             current: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(()),
             changes: watch::channel(0).0,
-            max_isolation: max,
+            caps,
             run_kinds: RwLock::new(Vec::new()),
         }
+    }
+
+    /// What the plan in force allows definitions registered here.
+    pub fn caps(&self) -> PlanCaps {
+        self.caps
     }
 
     /// Installs a run kind: from now on, definitions whose `run.kind` it implements are checked
@@ -546,26 +562,26 @@ impl Registry {
     }
 
     /// Validates `def` as [`Registry::register_definition`] (or, with `replace`,
-    /// [`Registry::replace_definition`]) would, under `max_isolation` when given (a caller's plan
-    /// may allow less than the registry's), without changing the registry.
+    /// [`Registry::replace_definition`]) would, under `caps` when given (a caller's plan may
+    /// allow less than the registry's), without changing the registry.
     pub fn check(
         &self,
         def: ToolDefinition,
         replace: bool,
-        max_isolation: Option<Isolation>,
+        caps: Option<PlanCaps>,
     ) -> Result<ToolSpec, CoreError> {
-        let max = max_isolation.map_or(self.max_isolation, |m| m.min(self.max_isolation));
-        self.insert(vec![Source::Definition(def)], false, replace, Some(max))
+        let caps = caps.map_or(self.caps, |c| c.min(self.caps));
+        self.insert(vec![Source::Definition(def)], false, replace, Some(caps))
             .map(|mut v| v.remove(0))
     }
 
-    /// Adds or replaces tools; with `dry_run` set to an isolation cap, only validates.
+    /// Adds or replaces tools; with `dry_run` set to the caps to check under, only validates.
     fn insert(
         &self,
         sources: Vec<Source>,
         builtin: bool,
         replace: bool,
-        dry_run: Option<Isolation>,
+        dry_run: Option<PlanCaps>,
     ) -> Result<Vec<ToolSpec>, CoreError> {
         let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.current.load_full();
@@ -594,8 +610,10 @@ impl Registry {
                 Lookup::Absent if batch.contains(n) => Lookup::Custom,
                 found => found,
             };
+            let caps = dry_run.unwrap_or(self.caps);
             let env = Env {
-                max_isolation: dry_run.unwrap_or(self.max_isolation),
+                max_isolation: caps.max_isolation,
+                schema_level: caps.schema_level,
                 lookup: Some(&lookup),
                 builtin,
             };

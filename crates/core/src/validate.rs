@@ -15,6 +15,7 @@ use crate::names::{
     MAX_NAME_LEN, NameProblem, Permission, RESERVED_NAMES, ToolName, check_snake_case,
 };
 use crate::schema;
+use crate::schema_level::{PlanCaps, SchemaLevel, beyond};
 use crate::spec::ToolSpec;
 use crate::telemetry;
 
@@ -92,10 +93,12 @@ pub enum Lookup {
 }
 
 /// The surroundings a definition is validated in: the registry (for `depends_on` and built-in
-/// names) and the strongest isolation level the plan in force allows.
+/// names), the strongest isolation level and the JSON Schema level the plan in force allows.
 #[derive(Clone, Copy)]
 pub struct Env<'a> {
     pub max_isolation: Isolation,
+    /// How much of JSON Schema a custom definition's schemas may use (built-ins are exempt).
+    pub schema_level: SchemaLevel,
     pub lookup: Option<&'a (dyn Fn(&str) -> Lookup + Sync)>,
     /// Whether the definition is being validated as a built-in (may take a built-in name).
     pub builtin: bool,
@@ -105,6 +108,7 @@ impl Default for Env<'_> {
     fn default() -> Self {
         Self {
             max_isolation: Isolation::Restricted,
+            schema_level: SchemaLevel::Full,
             lookup: None,
             builtin: false,
         }
@@ -115,6 +119,7 @@ impl fmt::Debug for Env<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Env")
             .field("max_isolation", &self.max_isolation)
+            .field("schema_level", &self.schema_level)
             .field("builtin", &self.builtin)
             .finish_non_exhaustive()
     }
@@ -138,6 +143,7 @@ pub fn validate_in(def: &ToolDefinition, env: &Env<'_>) -> Result<ToolSpec, Vali
         .output_schema
         .as_ref()
         .and_then(|s| compile_schema(s, "output_schema", "output_schema.invalid", &mut r));
+    check_schema_level(def, env, &mut r);
     check_constraints(def, &mut r);
     check_isolation(def, env, &mut r);
     let permissions = check_lists(def, env, &mut r);
@@ -447,6 +453,7 @@ fn check_input_schema(
             return None;
         }
         let validator = compile_schema(schema, "input_schema", "input_schema.invalid", r)?;
+        check_required_declared(schema, "input_schema", &[], r);
         check_raw_defaults(def, schema, &validator, r);
         Some(validator)
     } else {
@@ -463,6 +470,86 @@ fn check_input_schema(
             r.errors.extend(whole.errors);
         }
         validator
+    }
+}
+
+/// Subschemas that describe the same instance as their parent (so a `required` there may name
+/// a property the parent declares).
+const SAME_INSTANCE: [&str; 7] = ["allOf", "anyOf", "oneOf", "if", "then", "else", "not"];
+
+/// Seed 004: "Parameters in `:required` list MUST exist in `:parameters`", for raw schemas: every
+/// name in an object schema's `required` is declared in its `properties` (or, inside
+/// `allOf`/`anyOf`/`oneOf`/`if`/`then`/`else`/`not`, in the enclosing schema's), at every depth:
+/// `properties.*`, `items`, `prefixItems`, `additionalProperties`, `$defs`/`definitions`,
+/// `dependentSchemas`. Schemas with `patternProperties` are left alone (a pattern may declare the
+/// name).
+fn check_required_declared(
+    schema: &Value,
+    path: &str,
+    inherited: &[&str],
+    r: &mut ValidationReport,
+) {
+    let Some(node) = schema.as_object() else {
+        return;
+    };
+    let own = node.get("properties").and_then(Value::as_object);
+    let declared =
+        |name: &str| own.is_some_and(|p| p.contains_key(name)) || inherited.contains(&name);
+    if let Some(required) = node.get("required").and_then(Value::as_array)
+        && !node.contains_key("patternProperties")
+    {
+        let where_ = if own.is_none() && !inherited.is_empty() {
+            "the enclosing schema's properties".to_owned()
+        } else {
+            format!("{path}.properties")
+        };
+        for (i, name) in required.iter().enumerate() {
+            if let Some(name) = name.as_str()
+                && !declared(name)
+            {
+                r.error(
+                    format!("{path}.required[{i}]"),
+                    "input_schema.required_undeclared",
+                    format!("{name:?} is not declared in {where_}; declare it there or remove it from required"),
+                );
+            }
+        }
+    }
+    // What a same-instance subschema may rely on: this schema's properties and its parent's.
+    let mut context: Vec<&str> = inherited.to_vec();
+    context.extend(own.into_iter().flat_map(|p| p.keys().map(String::as_str)));
+    for key in SAME_INSTANCE {
+        match node.get(key) {
+            Some(Value::Array(items)) => {
+                for (i, sub) in items.iter().enumerate() {
+                    check_required_declared(sub, &format!("{path}.{key}[{i}]"), &context, r);
+                }
+            }
+            Some(sub) => check_required_declared(sub, &format!("{path}.{key}"), &context, r),
+            None => {}
+        }
+    }
+    for key in ["properties", "$defs", "definitions", "dependentSchemas"] {
+        if let Some(map) = node.get(key).and_then(Value::as_object) {
+            for (name, sub) in map {
+                let sub_context: &[&str] = if key == "dependentSchemas" {
+                    &context
+                } else {
+                    &[]
+                };
+                check_required_declared(sub, &format!("{path}.{key}.{name}"), sub_context, r);
+            }
+        }
+    }
+    for key in ["items", "additionalProperties", "contains"] {
+        if let Some(sub) = node.get(key) {
+            check_required_declared(sub, &format!("{path}.{key}"), &[], r);
+        }
+    }
+    if let Some(items) = node.get("prefixItems").and_then(Value::as_array) {
+        for (i, sub) in items.iter().enumerate() {
+            check_required_declared(sub, &format!("{path}.prefixItems[{i}]"), &[], r);
+        }
     }
 }
 
@@ -600,6 +687,50 @@ fn check_isolation(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport
             )
         };
         r.error("constraints.isolation", "constraints.isolation_plan", format!("Isolation {iso}{how} is not allowed by the plan in force (at most {}); choose a weaker level or change the plan", env.max_isolation));
+    }
+}
+
+impl Env<'_> {
+    /// The plan's caps of this environment.
+    pub fn caps(&self) -> PlanCaps {
+        PlanCaps {
+            max_isolation: self.max_isolation,
+            schema_level: self.schema_level,
+        }
+    }
+}
+
+/// The plan caps how much of JSON Schema a custom definition's schemas use (raw
+/// `input_schema`, each parameter's `schema`, `output_schema`); built-ins are exempt.
+fn check_schema_level(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) {
+    if env.builtin || env.schema_level == SchemaLevel::Full {
+        return;
+    }
+    let mut schemas: Vec<(String, &Value)> = Vec::new();
+    if let Some(s) = &def.input_schema {
+        schemas.push(("input_schema".to_owned(), s));
+    }
+    for (i, p) in def.parameters.iter().enumerate() {
+        if let Some(s) = &p.schema {
+            schemas.push((format!("parameters[{i}].schema"), s));
+        }
+    }
+    if let Some(s) = &def.output_schema {
+        schemas.push(("output_schema".to_owned(), s));
+    }
+    let allowed = env.schema_level;
+    for (path, schema) in schemas {
+        for b in beyond(schema, &path, allowed) {
+            let plan = b.needs.lowest_plan();
+            r.error(
+                b.path,
+                "schema.plan_level",
+                format!(
+                    "`{}`{} is {} JSON Schema, and the plan in force allows only {allowed} JSON Schema; the lowest plan that allows it is `{plan}` (set `plan = \"{plan}\"` in the config file), or remove the keyword",
+                    b.keyword, b.note, b.needs
+                ),
+            );
+        }
     }
 }
 

@@ -2004,3 +2004,37 @@ async fn tools_outside_the_allowed_list_look_exactly_like_missing_ones() {
         .await;
     assert!(r.error().unwrap().contains("Did you mean get_weather?"));
 }
+
+/// A plan's hidden built-ins (`Principal::hide_tools`) are as absent as tools outside the
+/// allowed list: not found word for word, never suggested, whatever `allowed_tools` says.
+#[tokio::test]
+async fn hidden_tools_look_exactly_like_missing_ones() {
+    let p = pipeline(vec![Arc::new(
+        weather().handler(|_, _| async { Ok(json!({})) }),
+    )]);
+    let hidden = Principal::local().hide_tools(["get_weather"]);
+    assert!(!hidden.may_call("get_weather") && hidden.may_call("other_tool"));
+    let seen = p
+        .call(CallRequest::new("get_weather", json!({})).principal(hidden.clone()))
+        .await;
+    assert_eq!(seen.error_kind(), Some(ErrorKind::NotFound));
+    assert_eq!(seen.attempts, 0);
+    assert_eq!(
+        seen.error().unwrap(),
+        "Tool not found: get_weather. List the available tools to find the right name."
+    );
+    let typo = p
+        .call(CallRequest::new("get_weathr", json!({})).principal(hidden.clone()))
+        .await;
+    assert!(!typo.error().unwrap().contains("Did you mean"));
+    // Hiding wins over an allowed list naming the tool; hiding more keeps what was hidden.
+    let both = Principal::local()
+        .only_tools(["get_weather"])
+        .hide_tools(["get_weather"])
+        .hide_tools(["x"]);
+    assert!(!both.may_call("get_weather"));
+    let r = p
+        .call(CallRequest::new("get_weather", json!({})).principal(both))
+        .await;
+    assert_eq!(r.error_kind(), Some(ErrorKind::NotFound));
+}

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_core::{
     Category, Consequence, Constraints, CoreError, CoreErrorKind, Effect, Env, Isolation, Issue,
-    Lookup, ParamType, Parameter, RUN_KINDS, Registry, RunSpec, SafetyLevel, Tool, ToolBuilder,
-    ToolDefinition, ValidationReport, validate, validate_in,
+    Lookup, ParamType, Parameter, RUN_KINDS, Registry, RunSpec, SafetyLevel, SchemaLevel, Tool,
+    ToolBuilder, ToolDefinition, ValidationReport, validate, validate_in,
 };
 
 /// A valid definition with no warnings: every case below changes one thing about it.
@@ -1236,6 +1236,7 @@ fn a_definition_with_many_problems_reports_all_of_them_at_once() {
         max_isolation: Isolation::Standard,
         lookup: Some(&lookup),
         builtin: false,
+        ..Env::default()
     };
     let report = validate_in(&d, &env).unwrap_err();
     let want = expected(&[
@@ -1627,5 +1628,224 @@ fn null_constraints_should_use_defaults() {
     assert_eq!(
         pairs(spec.warnings()),
         expected(&[("description", "description.short")])
+    );
+}
+
+/// A raw-schema definition (no parameters) with `input_schema` set to `schema`.
+fn raw(schema: Value) -> ToolDefinition {
+    let mut d = base();
+    d.parameters.clear();
+    d.input_schema = Some(schema);
+    d
+}
+
+/// Seed 004: "Parameters in `:required` list MUST exist in `:parameters`", for raw input
+/// schemas too, at every depth, with the path of the offending entry.
+#[test]
+fn raw_input_schema_required_must_name_declared_properties() {
+    let undeclared = |schema: Value| -> Vec<(String, String)> {
+        let (errors, _) = outcome(&raw(schema), &Env::default());
+        pairs(&errors)
+    };
+    let code = "input_schema.required_undeclared";
+    // Top level: the second entry names nothing declared.
+    assert_eq!(
+        undeclared(json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city", "foo"]
+        })),
+        expected(&[("input_schema.required[1]", code)])
+    );
+    // No properties at all.
+    assert_eq!(
+        undeclared(json!({"type": "object", "required": ["a"]})),
+        expected(&[("input_schema.required[0]", code)])
+    );
+    // Nested: an object property, array items, $defs, prefixItems, additionalProperties.
+    assert_eq!(
+        undeclared(json!({
+            "type": "object",
+            "properties": {
+                "x": {"type": "object", "properties": {"a": {}}, "required": ["a", "b"]},
+                "list": {"type": "array", "items": {"type": "object", "required": ["id"]}},
+                "pair": {"type": "array", "prefixItems": [{"type": "object", "properties": {}, "required": ["k"]}]},
+                "map": {"type": "object", "additionalProperties": {"type": "object", "required": ["v"]}}
+            },
+            "$defs": {"point": {"type": "object", "properties": {"x": {}}, "required": ["y"]}}
+        })),
+        expected(&[
+            ("input_schema.properties.x.required[1]", code),
+            ("input_schema.properties.list.items.required[0]", code),
+            (
+                "input_schema.properties.pair.prefixItems[0].required[0]",
+                code
+            ),
+            (
+                "input_schema.properties.map.additionalProperties.required[0]",
+                code
+            ),
+            ("input_schema.$defs.point.required[0]", code),
+        ])
+    );
+    // Declared names pass, and so do combinator branches naming the enclosing schema's
+    // properties, schemas with patternProperties, and dependentSchemas.
+    for fine in [
+        json!({"type": "object", "properties": {"a": {}}, "required": ["a"]}),
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "if": {"required": ["a"]}, "then": {"required": ["b"]}, "not": {"required": ["a", "b"]}}),
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "dependentSchemas": {"a": {"required": ["b"]}}}),
+        json!({"type": "object", "patternProperties": {"^x_": {}}, "required": ["x_1"]}),
+        json!({"type": "object", "properties": {"o": {"type": "object", "properties": {"p": {}}, "anyOf": [{"required": ["p"]}]}}}),
+    ] {
+        assert!(undeclared(fine.clone()).is_empty(), "{fine}");
+    }
+    // A combinator branch cannot name what neither it nor its schema declares.
+    assert_eq!(
+        undeclared(
+            json!({"type": "object", "properties": {"a": {}}, "allOf": [{"required": ["z"]}]})
+        ),
+        expected(&[("input_schema.allOf[0].required[0]", code)])
+    );
+    // The message names the entry, where it is missing and the fix.
+    let (errors, _) = outcome(
+        &raw(json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "x": {"type": "object", "properties": {}, "required": ["deep"]}},
+            "required": ["city", "foo"]
+        })),
+        &Env::default(),
+    );
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    insta::assert_snapshot!("required_undeclared_messages", lines.join("\n"));
+}
+
+/// Seed 003 §3.2's JSON Schema column: basic (core, writer_pro), advanced (teams), full + custom
+/// (enterprise). A schema beyond the plan's level is refused, naming the keyword, its path and
+/// the lowest plan that allows it; within the level it passes; built-ins are exempt.
+#[test]
+fn the_plan_caps_the_json_schema_level() {
+    let basic = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "minLength": 1, "maxLength": 80, "description": "City"},
+            "days": {"type": "integer", "minimum": 1, "maximum": 7, "default": 1},
+            "units": {"type": "string", "enum": ["metric", "imperial"]},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5}
+        },
+        "required": ["city"],
+        "additionalProperties": false
+    });
+    let advanced = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "pattern": "^[A-Z]"},
+            "when": {"type": "string", "format": "date"},
+            "where": {"$ref": "#/$defs/place"}
+        },
+        "$defs": {"place": {"oneOf": [{"type": "string"}, {"type": "integer"}]}},
+        "required": ["city"]
+    });
+    let full = json!({
+        "type": "object",
+        "properties": {"ticket": {"type": "string", "format": "ticket-id"}},
+        "required": ["ticket"],
+        "errorMessage": {"required": {"ticket": "Give the ticket id"}}
+    });
+    let env = |level| Env {
+        schema_level: level,
+        ..Env::default()
+    };
+    let codes = |schema: &Value, level| {
+        let (errors, _) = outcome(&raw(schema.clone()), &env(level));
+        pairs(&errors)
+    };
+    let plan = "schema.plan_level";
+    for level in SchemaLevel::ALL {
+        assert!(codes(&basic, level).is_empty(), "basic under {level}");
+    }
+    assert_eq!(
+        codes(&advanced, SchemaLevel::Basic),
+        expected(&[
+            ("input_schema.properties.city.pattern", plan),
+            ("input_schema.properties.when.format", plan),
+            ("input_schema.properties.where.$ref", plan),
+            ("input_schema.$defs", plan),
+            ("input_schema.$defs.place.oneOf", plan),
+        ])
+    );
+    assert!(codes(&advanced, SchemaLevel::Advanced).is_empty());
+    assert!(codes(&advanced, SchemaLevel::Full).is_empty());
+    assert_eq!(
+        codes(&full, SchemaLevel::Advanced),
+        expected(&[
+            ("input_schema.properties.ticket.format", plan),
+            ("input_schema.errorMessage", plan),
+        ])
+    );
+    assert_eq!(codes(&full, SchemaLevel::Basic).len(), 2);
+    assert!(codes(&full, SchemaLevel::Full).is_empty());
+
+    // Parameter schemas and the output schema are held to the level too.
+    let mut d = base();
+    d.parameters.push(
+        Parameter::new("ids", ParamType::Array)
+            .description("Ids")
+            .schema(json!({"items": {"type": "string", "pattern": "^[0-9]+$"}})),
+    );
+    d.output_schema = Some(json!({"type": "object", "anyOf": [{"required": ["a"]}]}));
+    let (errors, _) = outcome(&d, &env(SchemaLevel::Basic));
+    assert_eq!(
+        pairs(&errors),
+        expected(&[
+            ("parameters[2].schema.items.pattern", plan),
+            ("output_schema.anyOf", plan),
+        ])
+    );
+    // Built-ins are not custom definitions: any level.
+    let builtin = Env {
+        builtin: true,
+        ..env(SchemaLevel::Basic)
+    };
+    assert!(outcome(&raw(full.clone()), &builtin).0.is_empty());
+
+    // The messages, per plan level.
+    let mut lines = Vec::new();
+    for (level, schema) in [
+        (SchemaLevel::Basic, &advanced),
+        (SchemaLevel::Advanced, &full),
+    ] {
+        lines.push(format!("under {level}:"));
+        let (errors, _) = outcome(&raw(schema.clone()), &env(level));
+        lines.extend(errors.iter().map(ToString::to_string));
+    }
+    insta::assert_snapshot!("schema_level_messages", lines.join("\n"));
+
+    // The registry applies its caps, and a check under a caller's caps never exceeds them.
+    let registry = Registry::with_caps(toolgate_core::PlanCaps {
+        max_isolation: Isolation::Restricted,
+        schema_level: SchemaLevel::Advanced,
+    });
+    let err = registry.register_definition(raw(full.clone())).unwrap_err();
+    assert_eq!(err.kind(), CoreErrorKind::Invalid);
+    assert!(registry.register_definition(raw(advanced.clone())).is_ok());
+    let basic_caps = toolgate_core::PlanCaps {
+        max_isolation: Isolation::Restricted,
+        schema_level: SchemaLevel::Basic,
+    };
+    let mut other = raw(advanced.clone());
+    other.name = "get_weather_two".into();
+    assert!(
+        registry
+            .check(other.clone(), false, Some(basic_caps))
+            .is_err()
+    );
+    assert!(registry.check(other.clone(), false, None).is_ok());
+    assert!(
+        registry
+            .check(raw(full), true, Some(toolgate_core::PlanCaps::UNLIMITED))
+            .unwrap_err()
+            .report()
+            .is_some_and(|r| r.errors.iter().all(|e| e.code == "schema.plan_level"))
     );
 }

@@ -30,8 +30,17 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// Whether the caller may see (and so call) the tool; tools it may not see are reported as
-    /// not found, never as forbidden, so their existence does not leak.
+    /// `principal` calling under `plan`: the built-ins the plan leaves out do not exist for it.
+    pub fn new(principal: Principal, plan: Plan) -> Self {
+        Self {
+            principal: Arc::new(plan.restrict(principal)),
+            plan,
+        }
+    }
+
+    /// Whether the caller may see (and so call) the tool; tools it may not see — outside its
+    /// tool list, or built-ins its plan leaves out — are reported as not found, never as
+    /// forbidden, so their existence does not leak.
     pub fn sees(&self, tool: &str) -> bool {
         self.principal.may_call(tool)
     }
@@ -76,19 +85,16 @@ impl Auth {
             return Ok(Self {
                 by_token: HashMap::new(),
                 by_id: HashMap::new(),
-                open: Some(Arc::new(Caller {
-                    principal: Arc::new(Principal::local()),
-                    plan: default_plan.clone(),
-                })),
+                open: Some(Arc::new(Caller::new(
+                    Principal::local(),
+                    default_plan.clone(),
+                ))),
             });
         }
         let mut by_token = HashMap::new();
         let mut by_id = HashMap::new();
         for entry in principals {
-            let caller = Arc::new(Caller {
-                principal: Arc::new(entry.principal.clone()),
-                plan: entry.plan.clone(),
-            });
+            let caller = Arc::new(Caller::new(entry.principal.clone(), entry.plan.clone()));
             by_id.insert(entry.principal.id.as_str().to_owned(), Arc::clone(&caller));
             let Some(hash) = entry.token_sha256 else {
                 continue;

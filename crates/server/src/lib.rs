@@ -99,6 +99,8 @@ fn no_limits() -> Plan {
         name: "enterprise".into(),
         max_custom_definitions: None,
         max_isolation: toolgate_core::Isolation::Restricted,
+        schema_level: toolgate_core::SchemaLevel::Full,
+        builtins: &toolgate_store::ALL_BUILTINS,
     }
 }
 

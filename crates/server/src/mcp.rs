@@ -649,10 +649,10 @@ pub(crate) async fn serve_stdio(
     gw: Arc<Gateway>,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
-    let caller = Arc::new(Caller {
-        principal: Arc::new(toolgate_core::Principal::local()),
-        plan: gw.options().plan.clone(),
-    });
+    let caller = Arc::new(Caller::new(
+        toolgate_core::Principal::local(),
+        gw.options().plan.clone(),
+    ));
     let handler = McpHandler::new(Arc::clone(&gw), Some(caller));
     let running = handler
         .serve_with_ct(rmcp::transport::io::stdio(), shutdown)

@@ -431,7 +431,7 @@ async fn checked(
     let started = std::time::Instant::now();
     let spec = gw
         .registry()
-        .check(def, replace, Some(caller.plan.max_isolation))
+        .check(def, replace, Some(caller.plan.caps()))
         .map_err(|e| invalid_from(&e, Some(&name)))?;
     let took = started.elapsed();
     if let Err(e) = gw
@@ -556,9 +556,7 @@ async fn validate_tool(
         .get(&def.name)
         .is_some_and(|t| !t.is_builtin());
     let name = def.name.clone();
-    let outcome = gw
-        .registry()
-        .check(def, replace, Some(caller.plan.max_isolation));
+    let outcome = gw.registry().check(def, replace, Some(caller.plan.caps()));
     let body = match outcome {
         Ok(spec) => {
             json!({ "valid": true, "errors": [], "warnings": spec.warnings(), "definitionHash": spec.definition_hash() })

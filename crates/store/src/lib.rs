@@ -97,7 +97,7 @@ pub use gate::{
     BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
 };
 pub use pipeline::{AuditObserver, AuditStage, LARGE_OUTPUT_BYTES};
-pub use plan::Plan;
+pub use plan::{ALL_BUILTINS, Plan};
 pub use sync::SYNC_INTERVAL;
 pub use url::DbUrl;
 
