@@ -6,6 +6,7 @@
 
 mod approvals;
 mod auth;
+mod envelope;
 mod error;
 mod events;
 mod mcp;
@@ -34,7 +35,7 @@ pub use error::{ServerError, ServerErrorKind};
 pub use events::{EventHub, HubEvent};
 pub use mcp::GOVERNANCE_META_KEY;
 pub use metrics::install_prometheus;
-pub use openapi::{ROUTES, openapi_document};
+pub use openapi::{ROUTES, openapi_document, openapi_document_for};
 pub use ui::{CONTENT_SECURITY_POLICY, UI_ROUTES, ui_files};
 pub use webhook::{
     DEFAULT_WEBHOOK_FIRST_BACKOFF, DEFAULT_WEBHOOK_MAX_ATTEMPTS, DEFAULT_WEBHOOK_TIMEOUT, Delivery,
