@@ -5,6 +5,7 @@
 # principals; the document then asks for no token) and with principals (bearer tokens; the
 # missing and wrong token cases included). Every failure fails the script. Settings live in
 # tests/schemathesis/schemathesis.toml. Usage: scripts/schemathesis.sh [local|principals]...
+# (TOOLGATE_BIN=PATH tests that binary instead of building one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,11 +38,16 @@ then
 fi
 
 work="$(mktemp -d)"
-echo "==> building toolgate"
-cargo build --quiet -p toolgate-cli
 # A private copy: another build sharing the target directory cannot swap it mid-run.
+# TOOLGATE_BIN runs an already built binary instead of building one.
 bin="$work/toolgate"
-cp "${CARGO_TARGET_DIR:-target}/debug/toolgate" "$bin"
+if [ -n "${TOOLGATE_BIN:-}" ]; then
+  cp "$TOOLGATE_BIN" "$bin"
+else
+  echo "==> building toolgate"
+  cargo build --quiet -p toolgate-cli
+  cp "${CARGO_TARGET_DIR:-target}/debug/toolgate" "$bin"
+fi
 server=""
 cleanup() {
   if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi

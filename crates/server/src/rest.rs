@@ -680,11 +680,7 @@ async fn call_tool(
             reason: None,
         }
     } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            ServerError::BadRequest(format!(
-                "Invalid call body: {e}; send {{\"arguments\": {{...}}}}"
-            ))
-        })?
+        object_body(&body, "call body", "send {\"arguments\": {...}}")?
     };
     let arguments = match body.arguments {
         None => json!({}),
@@ -730,6 +726,20 @@ async fn call_tool(
         },
     });
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// A body that must be a JSON object with known fields (serde would also read a struct from an
+/// array of its fields' values; the API takes objects only).
+fn object_body<T: serde::de::DeserializeOwned>(
+    body: &Bytes,
+    what: &str,
+    hint: &str,
+) -> ApiResult<T> {
+    let invalid = |e: String| ServerError::BadRequest(format!("Invalid {what}: {e}; {hint}"));
+    match serde_json::from_slice::<Value>(body).map_err(|e| invalid(e.to_string()))? {
+        value @ Value::Object(_) => serde_json::from_value(value).map_err(|e| invalid(e.to_string())),
+        other => Err(invalid(format!("a JSON object is expected, not {}", json_type(&other)))),
+    }
 }
 
 /// A JSON value's type, for messages.
@@ -847,11 +857,7 @@ async fn decide(
     let body: DecisionBody = if body.is_empty() {
         DecisionBody::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            ServerError::BadRequest(format!(
-                "Invalid decision body: {e}; send {{\"reason\": \"...\"}} or nothing"
-            ))
-        })?
+        object_body(&body, "decision body", "send {\"reason\": \"...\"} or nothing")?
     };
     let Some(current) = gw.store().approval(&id).await? else {
         return Err(approval_not_found(&id));
