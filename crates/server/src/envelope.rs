@@ -84,9 +84,7 @@ fn message_for(
                 .get(header::ALLOW)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            format!(
-                "Method {method} is not allowed on {path}; use {allowed} (see /openapi.json)"
-            )
+            format!("Method {method} is not allowed on {path}; use {allowed} (see /openapi.json)")
         }
         StatusCode::PAYLOAD_TOO_LARGE => format!(
             "The request body is too large ({}); send less, or raise [server] max_body_bytes in the config file",

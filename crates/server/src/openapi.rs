@@ -316,8 +316,12 @@ fn definition_schema() -> Value {
                 json!({ "type": "boolean" })
             }
             "parameters" => json!({ "type": "array", "items": { "type": "object" } }),
-            "required" | "required_permissions" | "requiredPermissions" | "tags"
-            | "depends_on" | "dependsOn" => strings.clone(),
+            "required"
+            | "required_permissions"
+            | "requiredPermissions"
+            | "tags"
+            | "depends_on"
+            | "dependsOn" => strings.clone(),
             _ => json!({ "type": "object" }),
         };
         properties.insert(key.to_owned(), schema);

@@ -397,6 +397,15 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for JsonBytes {
 fn definition_from(body: &Bytes) -> ApiResult<ToolDefinition> {
     let text = std::str::from_utf8(body)
         .map_err(|_| ServerError::BadRequest("The request body is not UTF-8 JSON".into()))?;
+    // A definition is an object (serde would also read one from an array of field values).
+    if let Ok(other) = serde_json::from_str::<Value>(text)
+        && !other.is_object()
+    {
+        return Err(ServerError::BadRequest(format!(
+            "The body must be a JSON object (the tool definition), not {}",
+            json_type(&other)
+        )));
+    }
     ToolDefinition::parse(text, toolgate_core::Format::Json).map_err(|e| invalid_from(&e, None))
 }
 
@@ -737,8 +746,13 @@ fn object_body<T: serde::de::DeserializeOwned>(
 ) -> ApiResult<T> {
     let invalid = |e: String| ServerError::BadRequest(format!("Invalid {what}: {e}; {hint}"));
     match serde_json::from_slice::<Value>(body).map_err(|e| invalid(e.to_string()))? {
-        value @ Value::Object(_) => serde_json::from_value(value).map_err(|e| invalid(e.to_string())),
-        other => Err(invalid(format!("a JSON object is expected, not {}", json_type(&other)))),
+        value @ Value::Object(_) => {
+            serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+        }
+        other => Err(invalid(format!(
+            "a JSON object is expected, not {}",
+            json_type(&other)
+        ))),
     }
 }
 
@@ -857,7 +871,11 @@ async fn decide(
     let body: DecisionBody = if body.is_empty() {
         DecisionBody::default()
     } else {
-        object_body(&body, "decision body", "send {\"reason\": \"...\"} or nothing")?
+        object_body(
+            &body,
+            "decision body",
+            "send {\"reason\": \"...\"} or nothing",
+        )?
     };
     let Some(current) = gw.store().approval(&id).await? else {
         return Err(approval_not_found(&id));
