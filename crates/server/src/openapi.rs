@@ -156,10 +156,41 @@ pub fn openapi_document() -> Value {
 /// not (local mode: no security scheme, no 401 answers).
 pub fn openapi_document_for(tokens: bool) -> Value {
     let mut doc = document();
+    add_links(&mut doc);
     if !tokens {
         local_mode(&mut doc);
     }
     doc
+}
+
+/// How one operation's answer leads to the next: a created tool to its reads, update, history
+/// and removal; a call to its audit entry; a call that waits to its approval.
+fn add_links(doc: &mut Value) {
+    fn link(path: &str, method: &str, parameter: &str, value: &str) -> Value {
+        let pointer = path.replace('~', "~0").replace('/', "~1");
+        json!({
+            "operationRef": format!("#/paths/{pointer}/{method}"),
+            "parameters": { parameter: value }
+        })
+    }
+    let tool = "$response.body#/name";
+    doc["paths"]["/v1/tools"]["post"]["responses"]["201"]["links"] = json!({
+        "GetTool": link("/v1/tools/{name}", "get", "name", tool),
+        "UpdateTool": link("/v1/tools/{name}", "put", "name", tool),
+        "ToolHistory": link("/v1/tools/{name}/history", "get", "name", tool),
+        "DeleteTool": link("/v1/tools/{name}", "delete", "name", tool),
+    });
+    let call = "/v1/tools/{name}/call";
+    doc["paths"][call]["post"]["responses"]["200"]["links"] = json!({
+        "GetCall": link("/v1/calls/{callId}", "get", "callId", "$response.body#/callId"),
+        "CallOutput": link("/v1/calls/{callId}/output", "get", "callId", "$response.body#/callId"),
+    });
+    let approval = "$response.body#/approval/id";
+    doc["paths"][call]["post"]["responses"]["202"]["links"] = json!({
+        "GetApproval": link("/v1/approvals/{id}", "get", "id", approval),
+        "Approve": link("/v1/approvals/{id}/approve", "post", "id", approval),
+        "Deny": link("/v1/approvals/{id}/deny", "post", "id", approval),
+    });
 }
 
 /// Local mode: every request is the local principal, so no route asks for a token.
