@@ -420,3 +420,29 @@ async fn the_document_is_served_per_mode() {
     assert!(doc["paths"]["/v1/tools"]["get"]["responses"]["401"].is_object());
     assert_eq!(doc, toolgate_server::openapi_document());
 }
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_a_413_envelope() {
+    let h = Harness::with_options(toolgate_server::GatewayOptions {
+        max_body_bytes: 64,
+        ..Default::default()
+    })
+    .await;
+    let body = json!({ "arguments": { "expression": "1+".repeat(100) + "1" } });
+    let reply = h
+        .api(
+            Method::POST,
+            "/v1/tools/{name}/call",
+            "/v1/tools/calculator/call",
+            None,
+            Some(body),
+        )
+        .await;
+    assert_envelope(&reply, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+    assert!(
+        reply.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_body_bytes")
+    );
+}
