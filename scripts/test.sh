@@ -45,6 +45,9 @@ bash scripts/conformance.sh
 step "interop with the official Python MCP SDK (stdio and Streamable HTTP)"
 bash scripts/interop.sh
 
+step "REST contract: schemathesis --checks all, local mode and with principals"
+bash scripts/schemathesis.sh
+
 step "approval crash campaign (short form; --long for the full run)"
 python3 scripts/approval-crash.py --short
 

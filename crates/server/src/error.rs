@@ -17,6 +17,7 @@ pub enum ServerErrorKind {
     Conflict,
     Invalid,
     PayloadTooLarge,
+    UnsupportedMediaType,
     Unavailable,
     Internal,
 }
@@ -32,6 +33,7 @@ impl ServerErrorKind {
             Self::Conflict => "conflict",
             Self::Invalid => "validation",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -46,6 +48,7 @@ impl ServerErrorKind {
             Self::Conflict => StatusCode::CONFLICT,
             Self::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -73,6 +76,9 @@ pub enum ServerError {
     },
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// A request body that is not JSON.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]
@@ -90,6 +96,7 @@ impl ServerError {
             Self::Conflict(_) => ServerErrorKind::Conflict,
             Self::Invalid { .. } => ServerErrorKind::Invalid,
             Self::PayloadTooLarge(_) => ServerErrorKind::PayloadTooLarge,
+            Self::UnsupportedMediaType(_) => ServerErrorKind::UnsupportedMediaType,
             Self::Unavailable(_) => ServerErrorKind::Unavailable,
             Self::Internal(_) => ServerErrorKind::Internal,
         }

@@ -6,6 +6,7 @@
 
 mod approvals;
 mod auth;
+mod envelope;
 mod error;
 mod events;
 mod mcp;
@@ -39,7 +40,7 @@ pub use mcp_sessions::{
     DEFAULT_SESSION_IDLE_TIMEOUT, SLEEP_AFTER, SessionCounts, SessionLimits,
 };
 pub use metrics::install_prometheus;
-pub use openapi::{ROUTES, openapi_document};
+pub use openapi::{ROUTES, openapi_document, openapi_document_for};
 pub use ui::{CONTENT_SECURITY_POLICY, UI_ROUTES, ui_files};
 pub use webhook::{
     DEFAULT_WEBHOOK_FIRST_BACKOFF, DEFAULT_WEBHOOK_MAX_ATTEMPTS, DEFAULT_WEBHOOK_TIMEOUT, Delivery,

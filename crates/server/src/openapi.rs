@@ -1,12 +1,22 @@
-//! `/openapi.json`: the OpenAPI 3.1 description of every API route the server answers (the web
-//! UI's static files, [`crate::UI_ROUTES`], are not API routes and are left out). Its schemas
-//! are JSON Schema 2020-12; the server's tests validate real responses against them, so the
-//! document cannot drift from what the server does.
+//! `/openapi.json`: the OpenAPI 3.1 description of every REST route the server answers (the web
+//! UI's static files, [`crate::UI_ROUTES`], are not API routes and are left out; neither is
+//! `/mcp`, whose contract is the MCP specification). Its schemas are JSON Schema 2020-12 and say
+//! what the server enforces (formats, patterns, bounds, enums, unknown fields refused); the
+//! server's tests validate real responses against them and schemathesis
+//! (`scripts/schemathesis.sh`) checks the server against it in both modes, so the document
+//! cannot drift from what the server does. Each mode gets its own document: with principals
+//! every API route asks for a bearer token, without them none does.
 
 use serde_json::{Value, json};
+use toolgate_core::{Category, Consequence, Effect, SafetyLevel};
+
+/// The wire names of an enum's values.
+fn wire_names<T: Copy>(all: &[T], f: impl Fn(T) -> &'static str) -> Value {
+    json!(all.iter().map(|x| f(*x)).collect::<Vec<_>>())
+}
 
 /// Every (method, path) in the document, in the router's spelling.
-pub const ROUTES: [(&str, &str); 21] = [
+pub const ROUTES: [(&str, &str); 20] = [
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/metrics"),
@@ -27,7 +37,53 @@ pub const ROUTES: [(&str, &str); 21] = [
     ("get", "/v1/calls/{callId}/output"),
     ("get", "/v1/export/{format}"),
     ("get", "/v1/events"),
-    ("post", "/mcp"),
+];
+
+/// Tool names as core's rule has them (`^[a-z][a-z0-9_]*$`, 1 to 64 characters).
+fn tool_name_schema() -> Value {
+    json!({
+        "type": "string", "pattern": "^[a-z][a-z0-9_]*$",
+        "minLength": 1, "maxLength": toolgate_core::MAX_NAME_LEN
+    })
+}
+
+/// The `outcome` filter of `GET /v1/calls`: ok, error, or one error kind.
+fn outcome_values() -> Vec<&'static str> {
+    let mut values = vec!["ok", "error"];
+    values.extend(toolgate_core::ErrorKind::ALL.iter().map(|k| k.as_str()));
+    values
+}
+
+/// Every key a definition may have (snake_case, and the camelCase aliases core accepts); any
+/// other is refused.
+const DEFINITION_KEYS: [&str; 27] = [
+    "name",
+    "title",
+    "description",
+    "category",
+    "effect",
+    "consequence",
+    "consequenceLevel",
+    "requires_confirmation",
+    "requiresConfirmation",
+    "safety_level",
+    "safetyLevel",
+    "parameters",
+    "required",
+    "input_schema",
+    "inputSchema",
+    "output_schema",
+    "outputSchema",
+    "constraints",
+    "required_permissions",
+    "requiredPermissions",
+    "tags",
+    "version",
+    "depends_on",
+    "dependsOn",
+    "idempotent",
+    "metadata",
+    "run",
 ];
 
 fn schema_ref(name: &str) -> Value {
@@ -43,12 +99,13 @@ fn errors(codes: &[&str]) -> Vec<(String, Value)> {
         .iter()
         .map(|code| {
             let description = match *code {
-                "400" => "Malformed request (bad JSON, unknown filter value, bad cursor)",
+                "400" => "Malformed request (bad JSON, a query parameter that is unknown or out of range, bad cursor, bad id)",
                 "401" => "Missing or invalid bearer token",
                 "403" => "Not allowed: missing permission, built-in tool, plan limit, or a Host/Origin that is not allowed",
                 "404" => "Not found (tools the caller may not see are reported exactly like missing ones)",
                 "409" => "Conflict: a tool with that name exists, the tool is not stored, or an approval is no longer pending",
                 "413" => "Request body too large",
+                "415" => "The request body is not JSON (send Content-Type: application/json)",
                 "422" => "The definition is invalid: every problem with its path",
                 _ => "Error",
             };
@@ -82,28 +139,109 @@ fn with_response(mut operation: Value, code: &str, response: Value) -> Value {
     operation
 }
 
-fn path_param(name: &str, description: &str) -> Value {
-    json!({ "name": name, "in": "path", "required": true, "description": description, "schema": { "type": "string" } })
+fn path_param(name: &str, description: &str, schema: Value) -> Value {
+    json!({ "name": name, "in": "path", "required": true, "description": description, "schema": schema })
 }
 
 fn query_param(name: &str, description: &str, schema: Value) -> Value {
     json!({ "name": name, "in": "query", "required": false, "description": description, "schema": schema })
 }
 
-/// The document.
+/// The document for a server with principals (every API route asks for a bearer token).
 pub fn openapi_document() -> Value {
-    let name = path_param("name", "Tool name (snake_case)");
-    let call_id = path_param("callId", "Call id (a UUID)");
-    let approval_id = path_param("id", "Approval id (apr_…)");
+    openapi_document_for(true)
+}
+
+/// The document for a server that requires tokens (`tokens`: principals are configured) or
+/// not (local mode: no security scheme, no 401 answers).
+pub fn openapi_document_for(tokens: bool) -> Value {
+    let mut doc = document();
+    add_links(&mut doc);
+    if !tokens {
+        local_mode(&mut doc);
+    }
+    doc
+}
+
+/// How one operation's answer leads to the next: a created tool to its reads, update, history
+/// and removal; a call to its audit entry; a call that waits to its approval.
+fn add_links(doc: &mut Value) {
+    fn link(path: &str, method: &str, parameter: &str, value: &str) -> Value {
+        let pointer = path.replace('~', "~0").replace('/', "~1");
+        json!({
+            "operationRef": format!("#/paths/{pointer}/{method}"),
+            "parameters": { parameter: value }
+        })
+    }
+    let tool = "$response.body#/name";
+    doc["paths"]["/v1/tools"]["post"]["responses"]["201"]["links"] = json!({
+        "GetTool": link("/v1/tools/{name}", "get", "name", tool),
+        "UpdateTool": link("/v1/tools/{name}", "put", "name", tool),
+        "ToolHistory": link("/v1/tools/{name}/history", "get", "name", tool),
+        "DeleteTool": link("/v1/tools/{name}", "delete", "name", tool),
+    });
+    let call = "/v1/tools/{name}/call";
+    doc["paths"][call]["post"]["responses"]["200"]["links"] = json!({
+        "GetCall": link("/v1/calls/{callId}", "get", "callId", "$response.body#/callId"),
+        "CallOutput": link("/v1/calls/{callId}/output", "get", "callId", "$response.body#/callId"),
+    });
+    let approval = "$response.body#/approval/id";
+    doc["paths"][call]["post"]["responses"]["202"]["links"] = json!({
+        "GetApproval": link("/v1/approvals/{id}", "get", "id", approval),
+        "Approve": link("/v1/approvals/{id}/approve", "post", "id", approval),
+        "Deny": link("/v1/approvals/{id}/deny", "post", "id", approval),
+    });
+}
+
+/// Local mode: every request is the local principal, so no route asks for a token.
+fn local_mode(doc: &mut Value) {
+    if let Some(map) = doc.as_object_mut() {
+        map.remove("security");
+    }
+    if let Some(components) = doc["components"].as_object_mut() {
+        components.remove("securitySchemes");
+    }
+    doc["info"]["description"] = json!(
+        "The governed tool layer for LLM agents: tool definitions, governed calls, audit and exports. This server has no principals: every request is the local principal and needs no token. Every error is the JSON error envelope."
+    );
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for operation in paths.values_mut().filter_map(Value::as_object_mut) {
+            for op in operation.values_mut().filter_map(Value::as_object_mut) {
+                op.remove("security");
+                if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
+                    responses.remove("401");
+                }
+            }
+        }
+    }
+}
+
+fn document() -> Value {
+    let name = path_param("name", "Tool name (snake_case)", tool_name_schema());
+    let call_id = path_param(
+        "callId",
+        "Call id (a UUID)",
+        json!({ "type": "string", "format": "uuid" }),
+    );
+    let approval_id = path_param(
+        "id",
+        "Approval id (apr_…)",
+        json!({ "type": "string", "pattern": "^apr_[0-9a-f]{32}$" }),
+    );
     let limit = query_param(
         "limit",
         "Page size (1–500, default 50)",
         json!({ "type": "integer", "minimum": 1, "maximum": 500 }),
     );
-    let cursor = query_param(
+    let tools_cursor = query_param(
         "cursor",
-        "nextCursor of the previous page",
-        json!({ "type": "string" }),
+        "nextCursor of the previous page (empty: the first page)",
+        json!({ "type": "string", "pattern": "^(after:[a-z][a-z0-9_]{0,63})?$" }),
+    );
+    let calls_cursor = query_param(
+        "cursor",
+        "nextCursor of the previous page (empty: the first page)",
+        json!({ "type": "string", "pattern": "^[0-9]{0,18}$" }),
     );
     let definition_body = json!({
         "required": true,
@@ -115,7 +253,7 @@ pub fn openapi_document() -> Value {
         "info": {
             "title": "toolgate",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The governed tool layer for LLM agents: tool definitions, governed calls, audit and exports. Every route but /healthz and /openapi.json needs `Authorization: Bearer TOKEN` when principals are configured."
+            "description": "The governed tool layer for LLM agents: tool definitions, governed calls, audit and exports. Every route but /healthz and /openapi.json needs `Authorization: Bearer TOKEN` (this server has principals). Every error is the JSON error envelope."
         },
         "components": {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
@@ -129,76 +267,102 @@ pub fn openapi_document() -> Value {
                 ("200", json!({ "description": "Prometheus text exposition format", "content": { "text/plain": { "schema": { "type": "string" } } } })), &["401"]) },
             "/v1/tools": {
                 "get": op("List the tools the caller may see", json!([
-                    query_param("category", "Only this category", json!({ "type": "string" })),
-                    query_param("effect", "Only this effect (read, write, delete, side_effect)", json!({ "type": "string" })),
-                    query_param("consequence", "Only this consequence level", json!({ "type": "string" })),
+                    query_param("category", "Only this category", json!({ "type": "string", "enum": wire_names(Category::ALL, Category::as_str) })),
+                    query_param("effect", "Only this effect", json!({ "type": "string", "enum": wire_names(Effect::ALL, Effect::as_str) })),
+                    query_param("consequence", "Only this consequence level", json!({ "type": "string", "enum": wire_names(Consequence::ALL, Consequence::as_str) })),
                     query_param("tag", "Only tools with this tag", json!({ "type": "string" })),
                     query_param("q", "Case-insensitive text in the name or description", json!({ "type": "string" })),
                     query_param("builtin", "true: only built-in tools; false: only custom (stored or file) definitions", json!({ "type": "boolean" })),
-                    limit.clone(), cursor.clone()
+                    limit.clone(), tools_cursor
                 ]), None, ("200", json_body("ToolsPage", "A page of tools")), &["400", "401"]),
                 "post": op("Create a custom tool definition (validated first; stored with version 1)", json!([]), Some(definition_body.clone()),
-                    ("201", json_body("ToolDetail", "Created")), &["400", "401", "403", "409", "413", "422"]),
+                    ("201", json_body("ToolDetail", "Created")), &["400", "401", "403", "409", "413", "415", "422"]),
             },
-            "/v1/tools/validate": { "post": op("Validate a definition without storing it", json!([]), Some(definition_body.clone()),
-                ("200", json_body("ValidationResult", "The verdict, with every problem")), &["400", "401", "413"]) },
+            "/v1/tools/validate": { "post": op("Validate a definition without storing it: any JSON object is read as a definition and the verdict lists every problem", json!([]),
+                Some(json!({ "required": true, "description": "A JSON object to check as a tool definition", "content": { "application/json": { "schema": { "type": "object" } } } })),
+                ("200", json_body("ValidationResult", "The verdict, with every problem")), &["400", "401", "413", "415"]) },
             "/v1/tools/{name}": {
                 "get": op("One tool: definition, schemas, limits", json!([name.clone()]), None, ("200", json_body("ToolDetail", "The tool")), &["401", "404"]),
                 "put": op("Replace a stored definition (a new version)", json!([name.clone()]), Some(definition_body),
-                    ("200", json_body("ToolDetail", "Updated")), &["400", "401", "403", "404", "413", "422"]),
+                    ("200", json_body("ToolDetail", "Updated")), &["400", "401", "403", "404", "413", "415", "422"]),
                 "delete": op("Remove a stored definition (its history is kept)", json!([name.clone()]), None,
                     ("204", json!({ "description": "Removed" })), &["401", "403", "404", "409"]),
             },
             "/v1/tools/{name}/history": { "get": op("Every stored version of a tool", json!([name.clone()]), None,
                 ("200", json_body("History", "Versions, oldest first")), &["401", "404"]) },
-            "/v1/tools/{name}/call": { "post": with_response(op("Call a tool through the pipeline; every outcome is an envelope", json!([name,
+            "/v1/tools/{name}/call": { "post": with_response(with_response(op("Call a tool through the pipeline; every outcome is an envelope", json!([name,
                 { "name": "X-Toolgate-Client", "in": "header", "required": false, "schema": { "type": "string" },
                   "description": "The calling client's name, kept as the call's origin (audit log, approvals; at most 100 characters kept)" }]),
                 Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("CallBody") } } })),
-                ("200", json_body("Envelope", "The result envelope (data or error, never both); for a repeated idempotency key whose call already ran, that call's envelope")), &["400", "401", "409", "413"]),
-                "202", json_body("PendingCall", "The tool requires confirmation: the call waits as a durable approval (a repeated idempotency key gives the same one)")) },
+                ("200", json_body("Envelope", "The result envelope (data or error, never both); for a repeated idempotency key whose call already ran, that call's envelope")), &["400", "401", "409", "413", "415"]),
+                "202", json_body("PendingCall", "The tool requires confirmation: the call waits as a durable approval (a repeated idempotency key gives the same one)")),
+                "404", json_body("Envelope", "No such tool (or one the caller may not see): the result envelope, errorKind not_found")) },
             "/v1/approvals": { "get": op("Durable approvals, newest first (the caller's own unless it holds toolgate.approvals.decide or toolgate.audit.read)", json!([
-                    query_param("status", "Only this status", json!({ "enum": ["pending", "approved", "denied", "expired", "running", "executed", "indeterminate"] })),
+                    query_param("status", "Only this status", json!({ "type": "string", "enum": ["pending", "approved", "denied", "expired", "running", "executed", "indeterminate"] })),
                     query_param("limit", "At most this many (1–500, default 50)", json!({ "type": "integer", "minimum": 1, "maximum": 500 }))
                 ]), None, ("200", json_body("ApprovalsList", "The approvals")), &["400", "401"]) },
             "/v1/approvals/{id}": { "get": op("One approval: the call, its redacted arguments, its status and, once run, its result", json!([approval_id.clone()]), None,
                 ("200", json_body("Approval", "The approval")), &["401", "404"]) },
             "/v1/approvals/{id}/approve": { "post": op("Approve a pending call (needs toolgate.approvals.decide); it then runs once, with the caller's permissions checked again, and an `approval` event reports the result", json!([approval_id.clone()]),
                 Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("DecisionBody") } } })),
-                ("200", json_body("Approval", "The approval, now approved")), &["400", "401", "403", "404", "409"]) },
+                ("200", json_body("Approval", "The approval, now approved")), &["400", "401", "403", "404", "409", "413", "415"]) },
             "/v1/approvals/{id}/deny": { "post": op("Deny a pending call (needs toolgate.approvals.decide); it will never run", json!([approval_id]),
                 Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("DecisionBody") } } })),
-                ("200", json_body("Approval", "The approval, now denied")), &["400", "401", "403", "404", "409"]) },
+                ("200", json_body("Approval", "The approval, now denied")), &["400", "401", "403", "404", "409", "413", "415"]) },
             "/v1/calls": { "get": op("Audited calls, newest first (the caller's own unless it holds toolgate.audit.read)", json!([
                     query_param("tool", "Only calls of this tool", json!({ "type": "string" })),
                     query_param("principal", "Only calls made by this principal", json!({ "type": "string" })),
-                    query_param("outcome", "ok (data), error (any error), or one error kind", json!({ "type": "string" })),
-                    limit, cursor
+                    query_param("outcome", "ok (data), error (any error), or one error kind", json!({ "type": "string", "enum": outcome_values() })),
+                    limit, calls_cursor
                 ]), None, ("200", json_body("CallsPage", "A page of calls (with filters it may hold fewer than limit and still have a nextCursor)")), &["400", "401"]) },
             "/v1/calls/{callId}": { "get": op("One call's audit entries", json!([call_id.clone()]), None,
                 ("200", json_body("CallDetail", "The call")), &["400", "401", "404"]) },
             "/v1/calls/{callId}/output": { "get": op("A large output kept apart from the audit log, byte for byte", json!([call_id]), None,
                 ("200", json!({ "description": "The output as the tool returned it", "content": { "application/json": { "schema": {} } } })), &["400", "401", "404"]) },
             "/v1/export/{format}": { "get": op("Export the caller's tools for a provider", json!([
-                    path_param("format", "openai, openai-responses, anthropic, gemini or mcp"),
-                    query_param("strict", "OpenAI formats: strict structured-outputs schemas", json!({ "type": "boolean" })),
+                    path_param("format", "openai, openai-responses, anthropic, gemini or mcp", json!({ "type": "string", "enum": ["openai", "openai-responses", "anthropic", "gemini", "mcp"] })),
+                    query_param("strict", "OpenAI formats only (openai, openai-responses): strict structured-outputs schemas; true with another format is a 400", json!({ "type": "boolean" })),
                     query_param("tool", "Only this tool", json!({ "type": "string" }))
                 ]), None, ("200", json_body("Export", "The provider document and what had to change")), &["400", "401", "404", "422"]) },
             "/v1/events": { "get": op("Server-sent events: `definition` (created, updated, deleted, validated), `call` (a finished call) and `approval` (an approval's new status: created, decided, expired, running, executed, indeterminate — whether it changed through this server, the CLI or another instance)", json!([]), None,
-                ("200", json!({ "description": "An SSE stream; each event's data is JSON", "content": { "text/event-stream": { "schema": { "type": "string" } } } })), &["401"]) },
-            "/mcp": { "post": {
-                "summary": "MCP Streamable HTTP endpoint (JSON-RPC; GET opens the server stream, DELETE ends a session)",
-                "responses": {
-                    "200": { "description": "JSON-RPC response, as JSON or an SSE stream" },
-                    "202": { "description": "Accepted notification or response" },
-                    "401": json_body("Error", "Missing or invalid bearer token"),
-                    "403": { "description": "Host or Origin not allowed (DNS rebinding protection)" },
-                    "413": { "description": "Request body too large" },
-                    "429": { "description": "A new session past the principal's cap ([server] max_sessions_per_principal): a JSON-RPC error naming the cap" },
-                    "503": { "description": "A new session past the server's cap ([server] max_sessions): a JSON-RPC error naming the cap" }
-                }
-            } }
+                ("200", json!({ "description": "An SSE stream; each event's data is JSON", "content": { "text/event-stream": { "schema": { "type": "string" } } } })), &["401"]) }
         }
+    })
+}
+
+/// A definition: the keys core reads, no others. Values are checked by validation (422 with
+/// every problem), which goes further than a schema can.
+fn definition_schema() -> Value {
+    let strings = json!({ "type": "array", "items": { "type": "string" } });
+    let consequence = json!({ "enum": wire_names(Consequence::ALL, Consequence::as_str) });
+    let safety = json!({ "enum": wire_names(SafetyLevel::ALL, SafetyLevel::as_str) });
+    let mut properties = serde_json::Map::new();
+    for key in DEFINITION_KEYS {
+        let schema = match key {
+            "name" => tool_name_schema(),
+            "title" | "description" | "version" => json!({ "type": "string" }),
+            "category" => json!({ "enum": wire_names(Category::ALL, Category::as_str) }),
+            "effect" => json!({ "enum": wire_names(Effect::ALL, Effect::as_str) }),
+            "consequence" | "consequenceLevel" => consequence.clone(),
+            "safety_level" | "safetyLevel" => safety.clone(),
+            "requires_confirmation" | "requiresConfirmation" | "idempotent" => {
+                json!({ "type": "boolean" })
+            }
+            "parameters" => json!({ "type": "array", "items": { "type": "object" } }),
+            "required"
+            | "required_permissions"
+            | "requiredPermissions"
+            | "tags"
+            | "depends_on"
+            | "dependsOn" => strings.clone(),
+            _ => json!({ "type": "object" }),
+        };
+        properties.insert(key.to_owned(), schema);
+    }
+    json!({
+        "type": "object", "required": ["name", "description"], "additionalProperties": false,
+        "description": "A tool definition as in definition files (DESIGN.md §1); snake_case keys, camelCase aliases accepted",
+        "properties": properties
     })
 }
 
@@ -282,11 +446,7 @@ fn schemas() -> Value {
                     "warnings": { "type": "array", "items": issue.clone() } } } }
         },
         "Issue": issue.clone(),
-        "Definition": {
-            "type": "object", "required": ["name", "description"],
-            "description": "A tool definition as in definition files (DESIGN.md §1); snake_case keys, camelCase aliases accepted",
-            "properties": { "name": { "type": "string" }, "description": { "type": "string" } }
-        },
+        "Definition": definition_schema(),
         "ToolSummary": { "type": "object", "required": summary_required, "properties": summary_props },
         "ToolDetail": { "type": "object", "required": detail_required, "properties": detail_props },
         "ToolsPage": {
@@ -308,11 +468,11 @@ fn schemas() -> Value {
         },
         "CallBody": {
             "type": "object", "additionalProperties": false,
-            "properties": { "arguments": { "type": "object" }, "idempotencyKey": { "type": "string" }, "reason": { "type": "string" } }
+            "properties": { "arguments": { "type": ["object", "null"], "description": "The tool's arguments (checked against its input schema; a mismatch is an envelope with errorKind validation); null or absent: none" }, "idempotencyKey": { "type": ["string", "null"] }, "reason": { "type": ["string", "null"] } }
         },
         "DecisionBody": {
             "type": "object", "additionalProperties": false,
-            "properties": { "reason": { "type": "string" } }
+            "properties": { "reason": { "type": ["string", "null"] } }
         },
         "Approval": {
             "type": "object",

@@ -73,6 +73,9 @@ pub(crate) fn router(gw: Arc<Gateway>) -> Router {
             Arc::clone(&gw),
             check_host,
         ))
+        .layer(axum::middleware::from_fn(
+            crate::envelope::errors_as_envelope,
+        ))
         .with_state(gw)
 }
 
@@ -159,8 +162,12 @@ async fn healthz(State(gw): Gw) -> Json<Value> {
     }))
 }
 
-async fn openapi() -> Json<Value> {
-    Json(crate::openapi::openapi_document())
+/// The document for this server's mode: with principals every API route asks for a token;
+/// without, none does.
+async fn openapi(State(gw): Gw) -> Json<Value> {
+    Json(crate::openapi::openapi_document_for(
+        gw.auth().requires_token(),
+    ))
 }
 
 async fn metrics() -> impl IntoResponse {
@@ -186,8 +193,19 @@ struct ListParams {
     q: Option<String>,
     /// `true`: only built-in tools; `false`: only custom ones.
     builtin: Option<bool>,
-    limit: Option<usize>,
+    limit: Option<u64>,
     cursor: Option<String>,
+}
+
+/// A page size: 1 to 500 (as `/openapi.json` says), 50 when not given; anything else is refused.
+fn page_limit(raw: Option<u64>) -> ApiResult<usize> {
+    match raw {
+        None => Ok(50),
+        Some(n @ 1..=500) => Ok(n as usize),
+        Some(n) => Err(ServerError::BadRequest(format!(
+            "limit {n} is out of range; pass 1 to 500 (default 50)"
+        ))),
+    }
 }
 
 fn parse_filter<T: std::str::FromStr>(
@@ -196,7 +214,7 @@ fn parse_filter<T: std::str::FromStr>(
     all: &[&str],
 ) -> ApiResult<Option<T>> {
     match raw {
-        None | Some("") => Ok(None),
+        None => Ok(None),
         Some(raw) => raw.parse().map(Some).map_err(|_| {
             ServerError::BadRequest(format!(
                 "Unknown {what} {raw:?}; use one of {}",
@@ -279,8 +297,8 @@ async fn list_tools(
         params.consequence.as_deref(),
         &names(Consequence::ALL, Consequence::as_str),
     )?;
-    let limit = params.limit.unwrap_or(50).clamp(1, 500);
-    let mut cursor = params.cursor.clone();
+    let limit = page_limit(params.limit)?;
+    let mut cursor = params.cursor.clone().filter(|c| !c.is_empty());
     let mut tools = Vec::with_capacity(limit);
     // Pages are cut from the registry, then filtered to what the caller may see; keep reading
     // until the page is full or the registry is exhausted.
@@ -336,10 +354,58 @@ async fn get_tool(
     Ok(Json(detail(&tool, stored)))
 }
 
+/// A request body that is JSON or empty: a body sent with another `Content-Type` (or none) is
+/// refused with 415, one over the size limit with 413 — both as the error envelope.
+struct JsonBytes(Bytes);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for JsonBytes {
+    type Rejection = ServerError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("?").to_owned());
+        let body = Bytes::from_request(request, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ServerError::PayloadTooLarge(format!(
+                    "The request body is too large: {}; send less, or raise [server] max_body_bytes in the config file",
+                    e.body_text()
+                ))
+            } else {
+                ServerError::BadRequest(format!("The request body cannot be read: {}", e.body_text()))
+            }
+        })?;
+        if body.is_empty() {
+            return Ok(Self(body));
+        }
+        let json = content_type.as_deref().is_some_and(|ct| {
+            let essence = ct.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("application/json") || essence.ends_with("+json")
+        });
+        if !json {
+            return Err(ServerError::UnsupportedMediaType(format!(
+                "The request body must be JSON, sent with Content-Type: application/json (got {})",
+                content_type.map_or_else(|| "no Content-Type".to_owned(), |ct| format!("{ct:?}"))
+            )));
+        }
+        Ok(Self(body))
+    }
+}
+
 /// Reads a definition from a request body (JSON; the definition file format).
 fn definition_from(body: &Bytes) -> ApiResult<ToolDefinition> {
     let text = std::str::from_utf8(body)
         .map_err(|_| ServerError::BadRequest("The request body is not UTF-8 JSON".into()))?;
+    // A definition is an object (serde would also read one from an array of field values).
+    if let Ok(other) = serde_json::from_str::<Value>(text)
+        && !other.is_object()
+    {
+        return Err(ServerError::BadRequest(format!(
+            "The body must be a JSON object (the tool definition), not {}",
+            json_type(&other)
+        )));
+    }
     ToolDefinition::parse(text, toolgate_core::Format::Json).map_err(|e| invalid_from(&e, None))
 }
 
@@ -389,7 +455,7 @@ fn require_manage(caller: &Caller) -> ApiResult<()> {
 async fn create_tool(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
-    body: Bytes,
+    JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
     require_manage(&caller)?;
     let def = definition_from(&body)?;
@@ -453,7 +519,7 @@ async fn update_tool(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
-    body: Bytes,
+    JsonBytes(body): JsonBytes,
 ) -> ApiResult<Json<Value>> {
     require_manage(&caller)?;
     let def = definition_from(&body)?;
@@ -540,8 +606,27 @@ async fn tool_history(
 async fn validate_tool(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
-    body: Bytes,
+    JsonBytes(body): JsonBytes,
 ) -> ApiResult<Json<Value>> {
+    // Any JSON object gets a verdict; no body, or one that is not a JSON object, is a bad request.
+    match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(_)) => {}
+        Ok(_) => {
+            return Err(ServerError::BadRequest(
+                "The body must be a JSON object: the tool definition to validate".into(),
+            ));
+        }
+        Err(e) if body.is_empty() => {
+            return Err(ServerError::BadRequest(format!(
+                "No definition to validate ({e}); send the tool definition as a JSON object"
+            )));
+        }
+        Err(e) => {
+            return Err(ServerError::BadRequest(format!(
+                "The body is not JSON ({e}); send the tool definition as a JSON object"
+            )));
+        }
+    }
     let def = match definition_from(&body) {
         Ok(def) => def,
         Err(ServerError::Invalid { report, .. }) => {
@@ -594,7 +679,7 @@ async fn call_tool(
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    JsonBytes(body): JsonBytes,
 ) -> ApiResult<Response> {
     let body: CallBody = if body.is_empty() {
         CallBody {
@@ -603,18 +688,23 @@ async fn call_tool(
             reason: None,
         }
     } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            ServerError::BadRequest(format!(
-                "Invalid call body: {e}; send {{\"arguments\": {{...}}}}"
-            ))
-        })?
+        object_body(&body, "call body", "send {\"arguments\": {...}}")?
     };
-    let arguments = body.arguments.unwrap_or_else(|| json!({}));
+    let arguments = match body.arguments {
+        None => json!({}),
+        Some(arguments @ Value::Object(_)) => arguments,
+        Some(other) => {
+            return Err(ServerError::BadRequest(format!(
+                "arguments must be a JSON object, not {}; send {{\"arguments\": {{...}}}}",
+                json_type(&other)
+            )));
+        }
+    };
     // Where the call came from: REST, and the client the optional X-Toolgate-Client names.
     let client = headers
         .get("x-toolgate-client")
         .and_then(|v| v.to_str().ok());
-    let mut request = CallRequest::new(name, arguments).origin(CallOrigin::rest(client));
+    let mut request = CallRequest::new(name.clone(), arguments).origin(CallOrigin::rest(client));
     if let Some(key) = body.idempotency_key {
         request = request.idempotency_key(key);
     }
@@ -622,6 +712,13 @@ async fn call_tool(
         request = request.reason(reason);
     }
     let result = gw.call(&caller, request, None).await;
+    if result.error_kind() == Some(toolgate_core::ErrorKind::NotFound)
+        && visible(&gw, &caller, &name).is_err()
+    {
+        // No such tool (or one the caller may not see): 404, the envelope still the body. A
+        // tool that exists and reports not_found itself (a missing file) stays a 200.
+        return Ok((StatusCode::NOT_FOUND, Json(result)).into_response());
+    }
     let Some(id) = result.approval_id.clone() else {
         return Ok(Json(result).into_response());
     };
@@ -641,6 +738,37 @@ async fn call_tool(
         },
     });
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// A body that must be a JSON object with known fields (serde would also read a struct from an
+/// array of its fields' values; the API takes objects only).
+fn object_body<T: serde::de::DeserializeOwned>(
+    body: &Bytes,
+    what: &str,
+    hint: &str,
+) -> ApiResult<T> {
+    let invalid = |e: String| ServerError::BadRequest(format!("Invalid {what}: {e}; {hint}"));
+    match serde_json::from_slice::<Value>(body).map_err(|e| invalid(e.to_string()))? {
+        value @ Value::Object(_) => {
+            serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+        }
+        other => Err(invalid(format!(
+            "a JSON object is expected, not {}",
+            json_type(&other)
+        ))),
+    }
+}
+
+/// A JSON value's type, for messages.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -672,7 +800,7 @@ fn approval_not_found(id: &str) -> ServerError {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ApprovalsParams {
     status: Option<String>,
-    limit: Option<u32>,
+    limit: Option<u64>,
 }
 
 async fn list_approvals(
@@ -685,7 +813,7 @@ async fn list_approvals(
         .as_deref()
         .map(str::parse::<ApprovalStatus>)
         .transpose()?;
-    let limit = params.limit.unwrap_or(50).clamp(1, 500);
+    let limit = u32::try_from(page_limit(params.limit)?).unwrap_or(500);
     let everyone = decides(&caller) || reads_all_calls(&caller);
     let own = caller.principal.id.as_str();
     let approvals = gw
@@ -722,7 +850,7 @@ async fn approve(
     state: Gw,
     caller: Extension<Arc<Caller>>,
     id: Path<String>,
-    body: Bytes,
+    JsonBytes(body): JsonBytes,
 ) -> ApiResult<Json<Value>> {
     decide(state, caller, id, body, true).await
 }
@@ -731,7 +859,7 @@ async fn deny(
     state: Gw,
     caller: Extension<Arc<Caller>>,
     id: Path<String>,
-    body: Bytes,
+    JsonBytes(body): JsonBytes,
 ) -> ApiResult<Json<Value>> {
     decide(state, caller, id, body, false).await
 }
@@ -746,11 +874,11 @@ async fn decide(
     let body: DecisionBody = if body.is_empty() {
         DecisionBody::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            ServerError::BadRequest(format!(
-                "Invalid decision body: {e}; send {{\"reason\": \"...\"}} or nothing"
-            ))
-        })?
+        object_body(
+            &body,
+            "decision body",
+            "send {\"reason\": \"...\"} or nothing",
+        )?
     };
     let Some(current) = gw.store().approval(&id).await? else {
         return Err(approval_not_found(&id));
@@ -783,7 +911,7 @@ struct CallsParams {
     principal: Option<String>,
     /// `ok` (the call returned data) or `error` (any error kind), or one error kind.
     outcome: Option<String>,
-    limit: Option<u32>,
+    limit: Option<u64>,
     cursor: Option<String>,
 }
 
@@ -807,7 +935,7 @@ enum OutcomeFilter {
 impl OutcomeFilter {
     fn parse(raw: Option<&str>) -> ApiResult<Option<Self>> {
         match raw {
-            None | Some("") => Ok(None),
+            None => Ok(None),
             Some("ok") => Ok(Some(Self::Ok)),
             Some("error") => Ok(Some(Self::Error)),
             Some(raw) => toolgate_core::ErrorKind::ALL
@@ -845,11 +973,16 @@ async fn list_calls(
     Extension(caller): Extension<Arc<Caller>>,
     Query(params): Query<CallsParams>,
 ) -> ApiResult<Json<Value>> {
-    let limit = params.limit.unwrap_or(50).clamp(1, 500);
+    let limit = u32::try_from(page_limit(params.limit)?).unwrap_or(500);
     let outcome = OutcomeFilter::parse(params.outcome.as_deref())?;
     let principal = params.principal.as_deref().filter(|p| !p.is_empty());
     let mut before = match params.cursor.as_deref() {
         None | Some("") => None,
+        Some(raw) if raw.len() > 18 || !raw.bytes().all(|b| b.is_ascii_digit()) => {
+            return Err(ServerError::BadRequest(format!(
+                "Invalid cursor {raw:?}: pass the nextCursor of the previous page"
+            )));
+        }
         Some(raw) => Some(raw.parse::<i64>().map_err(|_| {
             ServerError::BadRequest(format!(
                 "Invalid cursor {raw:?}: pass the nextCursor of the previous page"
