@@ -9,6 +9,7 @@ mod auth;
 mod error;
 mod events;
 mod mcp;
+mod mcp_session_owner;
 mod metrics;
 mod openapi;
 mod rest;

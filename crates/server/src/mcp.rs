@@ -19,6 +19,7 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -34,6 +35,7 @@ use toolgate_export::{ExportFormat, ExportOptions};
 use crate::Gateway;
 use crate::auth::Caller;
 use crate::error::ServerError;
+use crate::mcp_session_owner::SessionOwners;
 
 pub use toolgate_export::GOVERNANCE_META_KEY;
 
@@ -528,42 +530,57 @@ impl ApprovalHandler for ElicitApproval {
                 spec.consequence(),
                 request.arguments
             );
-            let schema = json!({
-                "type": "object",
-                "properties": {
-                    "approve": {
-                        "type": "boolean",
-                        "title": "Run this call",
-                        "description": "Tick to let the call run",
-                        "default": true
-                    }
-                },
-                "required": ["approve"]
-            });
-            match self.bridge.elicit(message, schema).await {
-                Ok(ElicitAnswer::Accept(values)) => {
-                    if values.get("approve") == Some(&Value::Bool(false)) {
-                        Decision::Denied {
-                            reason: Some("the MCP client's user unticked approve".into()),
-                        }
-                    } else {
-                        Decision::Approved
-                    }
-                }
-                Ok(ElicitAnswer::Decline) => Decision::Denied {
-                    reason: Some("the MCP client's user declined".into()),
-                },
-                Ok(ElicitAnswer::Cancel) => Decision::Denied {
-                    reason: Some("the MCP client's user dismissed the request".into()),
-                },
-                Err(e) => Decision::Unanswered {
-                    hint: format!(
-                        "asking the MCP client's user failed ({}); retry, or approve the call where a person can confirm it",
-                        e.message()
-                    ),
-                },
-            }
+            let answer = self.bridge.elicit(message, approval_form()).await;
+            elicited_decision(answer)
         })
+    }
+}
+
+/// The confirmation form: one required boolean, `approve`, with no default, so that a client
+/// which fills in defaults or accepts forms unseen does not approve anything.
+fn approval_form() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "approve": {
+                "type": "boolean",
+                "title": "Run this call",
+                "description": "Tick to let the call run; leave unticked to refuse it"
+            }
+        },
+        "required": ["approve"]
+    })
+}
+
+/// What the client's answer to the confirmation form decides. Consent is explicit: only an
+/// `accept` whose content has `approve` set to the JSON boolean `true` approves; an accept
+/// with no `approve`, with `false` or with anything else (`"true"`, `1`), a decline and a
+/// cancel are refusals that say why. A failed request leaves the call unanswered.
+fn elicited_decision(answer: Result<ElicitAnswer, ToolError>) -> Decision {
+    let denied = |reason: String| Decision::Denied {
+        reason: Some(reason),
+    };
+    match answer {
+        Ok(ElicitAnswer::Accept(values)) => match values.get("approve") {
+            Some(Value::Bool(true)) => Decision::Approved,
+            Some(Value::Bool(false)) => denied(
+                "not approved: the confirmation form came back with approve: false".into(),
+            ),
+            None => denied(
+                "not approved: the confirmation form came back without approve: true (the MCP client accepted it with no approve field); only an explicit approve: true runs the call".into(),
+            ),
+            Some(other) => denied(format!(
+                "not approved: the confirmation form came back with approve: {other}, not the boolean true; only an explicit approve: true runs the call"
+            )),
+        },
+        Ok(ElicitAnswer::Decline) => denied("the MCP client's user declined".into()),
+        Ok(ElicitAnswer::Cancel) => denied("the MCP client's user dismissed the request".into()),
+        Err(e) => Decision::Unanswered {
+            hint: format!(
+                "asking the MCP client's user failed ({}); retry, or approve the call where a person can confirm it",
+                e.message()
+            ),
+        },
     }
 }
 
@@ -589,17 +606,30 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(gw.close_streams.child_token());
     let factory_gw = Arc::clone(&gw);
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = Arc::new(StreamableHttpService::new(
         move || Ok(McpHandler::new(Arc::clone(&factory_gw), None)),
-        Arc::new(LocalSessionManager::default()),
+        Arc::clone(&sessions),
         config,
     ));
+    // Each session answers only the principal that opened it (see mcp_session_owner).
+    let owners = Arc::new(SessionOwners::default());
     // Shared behind an Arc and called through `handle`: axum clones a route's service for every
     // request and rmcp's own `Service::call` clones it again, its config (the host and origin
     // allow-lists) included.
     let mcp = axum::routing::any(move |request: axum::extract::Request| {
         let service = Arc::clone(&service);
-        async move { service.handle(request).await }
+        let owners = Arc::clone(&owners);
+        let sessions = Arc::clone(&sessions);
+        async move {
+            let live = |id: String| {
+                let sessions = Arc::clone(&sessions);
+                async move { sessions.has_session(&id.into()).await.unwrap_or(false) }
+            };
+            owners
+                .serve(request, |r| async move { service.handle(r).await }, live)
+                .await
+        }
     });
     axum::Router::new()
         .route("/mcp", mcp)
@@ -628,4 +658,68 @@ pub(crate) async fn serve_stdio(
         .await
         .map_err(|e| ServerError::Internal(format!("MCP over stdio stopped: {e}")))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn accept(content: Value) -> Result<ElicitAnswer, ToolError> {
+        match content {
+            Value::Object(map) => Ok(ElicitAnswer::Accept(map)),
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    fn reason(decision: Decision) -> String {
+        match decision {
+            Decision::Denied { reason: Some(r) } => r,
+            other => panic!("expected a refusal with a reason, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_approval_form_has_no_default_that_approves() {
+        let form = approval_form();
+        let approve = &form["properties"]["approve"];
+        assert_eq!(approve["type"], "boolean");
+        assert!(
+            approve.get("default").is_none(),
+            "the approve field must have no default: {approve}"
+        );
+        assert_eq!(form["required"], json!(["approve"]));
+        // rmcp accepts it as a form schema.
+        serde_json::from_value::<ElicitRequestParams>(json!({
+            "mode": "form",
+            "message": "m",
+            "requestedSchema": form,
+        }))
+        .unwrap();
+    }
+
+    #[test]
+    fn only_an_explicit_boolean_true_approves() {
+        assert!(matches!(
+            elicited_decision(accept(json!({"approve": true}))),
+            Decision::Approved
+        ));
+        let empty = reason(elicited_decision(accept(json!({}))));
+        assert!(empty.contains("without approve: true"), "{empty}");
+        let no = reason(elicited_decision(accept(json!({"approve": false}))));
+        assert!(no.contains("approve: false"), "{no}");
+        for other in [json!("true"), json!(1), json!(null), json!([true])] {
+            let r = reason(elicited_decision(accept(json!({ "approve": other }))));
+            assert!(r.contains("not the boolean true"), "{other}: {r}");
+        }
+        // Other fields do not stand in for approve.
+        let r = reason(elicited_decision(accept(json!({"ok": true, "yes": true}))));
+        assert!(r.contains("without approve: true"), "{r}");
+        assert!(reason(elicited_decision(Ok(ElicitAnswer::Decline))).contains("declined"));
+        assert!(reason(elicited_decision(Ok(ElicitAnswer::Cancel))).contains("dismissed"));
+        assert!(matches!(
+            elicited_decision(Err(ToolError::execution("gone"))),
+            Decision::Unanswered { .. }
+        ));
+    }
 }
