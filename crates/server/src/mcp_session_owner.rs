@@ -11,7 +11,9 @@ use std::sync::Mutex;
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, Method};
-use axum::response::Response;
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 
 use crate::auth::Caller;
 
@@ -21,6 +23,14 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Below this many recorded sessions the table is never pruned.
 const PRUNE_FLOOR: usize = 64;
+
+/// rmcp's answer to a request on a session it does not hold (`Not Found: Session not found`,
+/// no content type), for the DELETE that rmcp itself would accept.
+fn not_found() -> Response {
+    let mut response = Response::new(Body::from("Not Found: Session not found"));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
 
 /// Session id → the id of the principal that initialized it.
 #[derive(Debug, Default)]
@@ -40,14 +50,15 @@ impl SessionOwners {
     /// caller does not own is replaced by a fresh, never-issued one before rmcp sees it; a new
     /// session id in the response is recorded as the caller's; a successful DELETE forgets it.
     /// `live` says whether rmcp still holds a session, for pruning ended sessions.
-    pub(crate) async fn serve<B, F, L, LF>(
+    pub(crate) async fn serve<R, F, L, LF>(
         &self,
         mut request: Request,
         serve: impl FnOnce(Request) -> F,
         live: L,
-    ) -> Response<B>
+    ) -> Response
     where
-        F: Future<Output = Response<B>>,
+        R: IntoResponse,
+        F: Future<Output = R>,
         L: Fn(String) -> LF,
         LF: Future<Output = bool>,
     {
@@ -63,6 +74,12 @@ impl SessionOwners {
             (Some(Ok(id)), Some(principal)) => self.owner(id).as_deref() == Some(principal),
             _ => false,
         };
+        let deleting = request.method() == Method::DELETE;
+        if asked.is_some() && !owned && deleting {
+            // rmcp answers a DELETE of an unknown session 202 (and would end a session that is
+            // not the caller's); the MCP rule is 404 for a session that does not exist.
+            return not_found();
+        }
         if asked.is_some() && !owned {
             // Not this caller's session (or none we know of): rmcp answers it as unknown.
             let never_issued = uuid::Uuid::new_v4().to_string();
@@ -70,8 +87,7 @@ impl SessionOwners {
                 request.headers_mut().insert(SESSION_HEADER, value);
             }
         }
-        let deleting = request.method() == Method::DELETE;
-        let response = serve(request).await;
+        let response = serve(request).await.into_response();
         let success = response.status().is_success();
         match (asked, principal) {
             (Some(Ok(id)), Some(_)) if owned && deleting && success => self.forget(&id),
@@ -145,7 +161,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use std::sync::Arc;
 
-    use axum::http::StatusCode;
+    use http_body_util::BodyExt;
     use toolgate_core::{Principal, PrincipalId};
 
     use super::*;
@@ -166,20 +182,25 @@ mod tests {
 
     /// A stand-in for rmcp: issues `issue` on a request without a session id, and reports the
     /// session id it was asked for.
-    async fn fake(r: Request, issue: &str) -> Response<String> {
+    async fn fake(r: Request, issue: impl Into<String>) -> Response<String> {
         let seen = r
             .headers()
             .get(SESSION_HEADER)
             .map(|v| v.to_str().unwrap().to_owned());
         let mut builder = Response::builder().status(StatusCode::OK);
         if seen.is_none() {
-            builder = builder.header(SESSION_HEADER, issue);
+            builder = builder.header(SESSION_HEADER, issue.into());
         }
         builder.body(seen.unwrap_or_default()).unwrap()
     }
 
     async fn live(_: String) -> bool {
         true
+    }
+
+    async fn text(r: Response) -> String {
+        let bytes = r.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
     }
 
     #[tokio::test]
@@ -194,23 +215,25 @@ mod tests {
         let seen = owners
             .serve(request("alice", Some("s-1"), Method::POST), |r| fake(r, "x"), live)
             .await;
-        assert_eq!(seen.body(), "s-1");
+        assert_eq!(text(seen).await, "s-1");
 
         // Another principal and an unknown id reach a session id that was never issued.
         let seen = owners
             .serve(request("bob", Some("s-1"), Method::POST), |r| fake(r, "x"), live)
             .await;
-        assert_ne!(seen.body(), "s-1");
-        assert!(!seen.body().is_empty());
-        // Another principal's DELETE does not end it.
-        owners
+        let seen = text(seen).await;
+        assert_ne!(seen, "s-1");
+        assert!(!seen.is_empty());
+        // Another principal's DELETE does not reach rmcp (which would end it): 404.
+        let r = owners
             .serve(request("bob", Some("s-1"), Method::DELETE), |r| fake(r, "x"), live)
             .await;
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
         assert_eq!(owners.owner("s-1").as_deref(), Some("alice"));
         let seen = owners
             .serve(request("alice", Some("s-404"), Method::GET), |r| fake(r, "x"), live)
             .await;
-        assert_ne!(seen.body(), "s-404");
+        assert_ne!(text(seen).await, "s-404");
 
         // The owner's DELETE forgets it.
         owners
@@ -226,7 +249,7 @@ mod tests {
             owners
                 .serve(
                     request("alice", None, Method::POST),
-                    |r| fake(r, &format!("s-{i}")),
+                    |r| fake(r, format!("s-{i}")),
                     |_| async { false },
                 )
                 .await;
