@@ -679,6 +679,112 @@ mod tests {
         }
     }
 
+    /// One MCP session over an in-memory pipe, driven with raw JSON-RPC lines by a client that
+    /// declares elicitation and answers the confirmation form with `accept` and `content`.
+    /// Returns the `tools/call` result and how many times the tool ran.
+    async fn call_confirmed(content: Value) -> (Value, u64) {
+        use std::sync::atomic::AtomicU64;
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = toolgate_store::Store::open(
+            &toolgate_store::DbUrl::Sqlite(dir.path().join("t.db")),
+            &toolgate_store::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        let runs = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&runs);
+        let tool = toolgate_core::ToolBuilder::new("confirmed_write", "Counts its runs; for tests.")
+            .effect(toolgate_core::Effect::Write)
+            .requires_confirmation(true)
+            .handler(move |_, _| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { Ok(json!({ "written": true })) }
+            });
+        let registry = Arc::new(toolgate_core::Registry::new());
+        registry.register_all(vec![Arc::new(tool)], false).unwrap();
+        let gw = Gateway::new(registry, store, crate::GatewayOptions::default()).unwrap();
+        let caller = Arc::new(Caller {
+            principal: Arc::new(toolgate_core::Principal::local()),
+            plan: gw.options().plan.clone(),
+        });
+
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let handler = McpHandler::new(Arc::clone(&gw), Some(caller));
+        let stop = CancellationToken::new();
+        let server_stop = stop.clone();
+        let server = tokio::spawn(async move {
+            if let Ok(running) = handler
+                .serve_with_ct(tokio::io::split(server_io), server_stop)
+                .await
+            {
+                let _ = running.waiting().await;
+            }
+        });
+        let (read, mut write) = tokio::io::split(client_io);
+        let mut lines = BufReader::new(read).lines();
+        let mut send = async |message: Value| {
+            let mut line = message.to_string();
+            line.push('\n');
+            write.write_all(line.as_bytes()).await.unwrap();
+        };
+        send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "consent-test", "version": "1"}
+        }}))
+        .await;
+        let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(init["id"], 1, "{init}");
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "confirmed_write", "arguments": {}}}))
+        .await;
+        let mut asked = 0;
+        let result = loop {
+            let line = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+                .await
+                .expect("the server answers within 10 s")
+                .unwrap()
+                .expect("the server keeps the pipe open");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["method"] == "elicitation/create" {
+                asked += 1;
+                let approve = &message["params"]["requestedSchema"]["properties"]["approve"];
+                assert!(approve.get("default").is_none(), "{message}");
+                send(json!({"jsonrpc": "2.0", "id": message["id"],
+                    "result": {"action": "accept", "content": content}}))
+                .await;
+            } else if message["id"] == 2 {
+                break message["result"].clone();
+            }
+        };
+        assert_eq!(asked, 1, "one confirmation form per call");
+        stop.cancel();
+        let _ = server.await;
+        (result, runs.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn over_mcp_only_approve_true_runs_the_call_once() {
+        for content in [json!({}), json!({"approve": false}), json!({"approve": "true"})] {
+            let (result, runs) = call_confirmed(content.clone()).await;
+            assert_eq!(runs, 0, "accept with {content} ran the tool: {result}");
+            assert_eq!(result["isError"], true, "{content}: {result}");
+            assert_eq!(
+                result["_meta"][RESULT_META_KEY]["errorKind"], "rejected",
+                "{content}: {result}"
+            );
+            let text = result["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains("not approved"), "{content}: {text}");
+        }
+        let (result, runs) = call_confirmed(json!({"approve": true})).await;
+        assert_eq!(runs, 1, "{result}");
+        assert_eq!(result["isError"], false, "{result}");
+        assert_eq!(result["structuredContent"], json!({"written": true}));
+    }
+
     #[test]
     fn the_approval_form_has_no_default_that_approves() {
         let form = approval_form();
