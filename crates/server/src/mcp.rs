@@ -695,13 +695,14 @@ mod tests {
         .unwrap();
         let runs = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&runs);
-        let tool = toolgate_core::ToolBuilder::new("confirmed_write", "Counts its runs; for tests.")
-            .effect(toolgate_core::Effect::Write)
-            .requires_confirmation(true)
-            .handler(move |_, _| {
-                counter.fetch_add(1, Ordering::SeqCst);
-                async { Ok(json!({ "written": true })) }
-            });
+        let tool =
+            toolgate_core::ToolBuilder::new("confirmed_write", "Counts its runs; for tests.")
+                .effect(toolgate_core::Effect::Write)
+                .requires_confirmation(true)
+                .handler(move |_, _| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    async { Ok(json!({ "written": true })) }
+                });
         let registry = Arc::new(toolgate_core::Registry::new());
         registry.register_all(vec![Arc::new(tool)], false).unwrap();
         let gw = Gateway::new(registry, store, crate::GatewayOptions::default()).unwrap();
@@ -729,11 +730,13 @@ mod tests {
             line.push('\n');
             write.write_all(line.as_bytes()).await.unwrap();
         };
-        send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {"elicitation": {}},
-            "clientInfo": {"name": "consent-test", "version": "1"}
-        }}))
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "consent-test", "version": "1"}
+            }}),
+        )
         .await;
         let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(init["id"], 1, "{init}");
@@ -768,7 +771,11 @@ mod tests {
 
     #[tokio::test]
     async fn over_mcp_only_approve_true_runs_the_call_once() {
-        for content in [json!({}), json!({"approve": false}), json!({"approve": "true"})] {
+        for content in [
+            json!({}),
+            json!({"approve": false}),
+            json!({"approve": "true"}),
+        ] {
             let (result, runs) = call_confirmed(content.clone()).await;
             assert_eq!(runs, 0, "accept with {content} ran the tool: {result}");
             assert_eq!(result["isError"], true, "{content}: {result}");

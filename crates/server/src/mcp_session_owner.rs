@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
 
-use axum::extract::Request;
-use axum::http::{HeaderValue, Method};
 use axum::body::Body;
+use axum::extract::Request;
 use axum::http::StatusCode;
+use axum::http::{HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::Caller;
@@ -207,37 +207,61 @@ mod tests {
     async fn a_session_answers_only_its_owner() {
         let owners = SessionOwners::default();
         owners
-            .serve(request("alice", None, Method::POST), |r| fake(r, "s-1"), live)
+            .serve(
+                request("alice", None, Method::POST),
+                |r| fake(r, "s-1"),
+                live,
+            )
             .await;
         assert_eq!(owners.owner("s-1").as_deref(), Some("alice"));
 
         // Its owner reaches it.
         let seen = owners
-            .serve(request("alice", Some("s-1"), Method::POST), |r| fake(r, "x"), live)
+            .serve(
+                request("alice", Some("s-1"), Method::POST),
+                |r| fake(r, "x"),
+                live,
+            )
             .await;
         assert_eq!(text(seen).await, "s-1");
 
         // Another principal and an unknown id reach a session id that was never issued.
         let seen = owners
-            .serve(request("bob", Some("s-1"), Method::POST), |r| fake(r, "x"), live)
+            .serve(
+                request("bob", Some("s-1"), Method::POST),
+                |r| fake(r, "x"),
+                live,
+            )
             .await;
         let seen = text(seen).await;
         assert_ne!(seen, "s-1");
         assert!(!seen.is_empty());
         // Another principal's DELETE does not reach rmcp (which would end it): 404.
         let r = owners
-            .serve(request("bob", Some("s-1"), Method::DELETE), |r| fake(r, "x"), live)
+            .serve(
+                request("bob", Some("s-1"), Method::DELETE),
+                |r| fake(r, "x"),
+                live,
+            )
             .await;
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
         assert_eq!(owners.owner("s-1").as_deref(), Some("alice"));
         let seen = owners
-            .serve(request("alice", Some("s-404"), Method::GET), |r| fake(r, "x"), live)
+            .serve(
+                request("alice", Some("s-404"), Method::GET),
+                |r| fake(r, "x"),
+                live,
+            )
             .await;
         assert_ne!(text(seen).await, "s-404");
 
         // The owner's DELETE forgets it.
         owners
-            .serve(request("alice", Some("s-1"), Method::DELETE), |r| fake(r, "x"), live)
+            .serve(
+                request("alice", Some("s-1"), Method::DELETE),
+                |r| fake(r, "x"),
+                live,
+            )
             .await;
         assert_eq!(owners.owner("s-1"), None);
     }

@@ -70,7 +70,9 @@ async fn a_webhook_reply_that_says_approve_does_not_approve() {
                 *counter.lock().unwrap() += 1;
                 (
                     StatusCode::OK,
-                    axum::Json(json!({ "approve": true, "decision": "approve", "status": "approved" })),
+                    axum::Json(
+                        json!({ "approve": true, "decision": "approve", "status": "approved" }),
+                    ),
                 )
             }
         }),
@@ -123,7 +125,12 @@ async fn rest_approves_only_on_the_approve_endpoint() {
         let r = h
             .send(Method::POST, uri, Some(APPROVER), Some(body.clone()))
             .await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{uri} {body}: {}", r.text);
+        assert_eq!(
+            r.status,
+            StatusCode::BAD_REQUEST,
+            "{uri} {body}: {}",
+            r.text
+        );
         assert_eq!(status(&h, &id).await, "pending", "{uri} {body}");
     }
     // A deny, with or without a body, is a no: the call never runs.

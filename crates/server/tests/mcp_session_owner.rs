@@ -57,7 +57,12 @@ async fn open(h: &Harness, token: &str) -> String {
         .to_owned();
     let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let r = mcp(h, Method::POST, token, Some(&id), Some(done)).await;
-    assert!(r.status.is_success(), "initialized: {} {}", r.status, r.text);
+    assert!(
+        r.status.is_success(),
+        "initialized: {} {}",
+        r.status,
+        r.text
+    );
     id
 }
 
