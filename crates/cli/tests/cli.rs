@@ -420,7 +420,10 @@ fn terminal_prompt_answers_yes_and_no() {
     let sb = Sandbox::new();
     // Enter alone takes the prompt's default, which is No.
     for (answer, should_write) in [("y", true), ("n", false), ("", false)] {
-        let file = format!("prompt_{}.txt", if answer.is_empty() { "enter" } else { answer });
+        let file = format!(
+            "prompt_{}.txt",
+            if answer.is_empty() { "enter" } else { answer }
+        );
         let cmd =
             format!("{BIN} call write_file --args '{{\"path\": \"{file}\", \"content\": \"x\"}}'");
         let out = Command::new("script")

@@ -1,9 +1,9 @@
 //! An MCP session belongs to the principal that opened it: the Streamable HTTP session id
 //! returned by `initialize` is bound to the authenticated caller of that request, and a request
 //! that carries the id with another principal's credentials is answered exactly as if the
-//! session did not exist (rmcp's own 404 for an unknown session, reached by swapping the id for
-//! one that was never issued). Sessions with no recorded owner are treated the same way, so a
-//! missing record never grants.
+//! session did not exist — rmcp's own unknown-session 404, reached by swapping the id for one
+//! that was never issued (a DELETE, which rmcp would accept with 202, gets the same 404 here).
+//! Sessions with no recorded owner are treated the same way, so a missing record never grants.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,6 +14,8 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::http::{HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
+
+use toolgate_core::PrincipalId;
 
 use crate::auth::Caller;
 
@@ -40,7 +42,7 @@ pub(crate) struct SessionOwners {
 
 #[derive(Debug, Default)]
 struct Table {
-    owners: HashMap<String, String>,
+    owners: HashMap<String, PrincipalId>,
     /// The table's size after the last prune; the next prune waits until it has doubled.
     pruned_at: usize,
 }
@@ -65,13 +67,13 @@ impl SessionOwners {
         let principal = request
             .extensions()
             .get::<std::sync::Arc<Caller>>()
-            .map(|c| c.principal.id.as_str().to_owned());
+            .map(|c| c.principal.id.clone());
         let asked = request
             .headers()
             .get(SESSION_HEADER)
             .map(|v| v.to_str().map(str::to_owned));
         let owned = match (&asked, &principal) {
-            (Some(Ok(id)), Some(principal)) => self.owner(id).as_deref() == Some(principal),
+            (Some(Ok(id)), Some(principal)) => self.owned_by(id, principal),
             _ => false,
         };
         let deleting = request.method() == Method::DELETE;
@@ -106,8 +108,8 @@ impl SessionOwners {
         response
     }
 
-    fn owner(&self, session: &str) -> Option<String> {
-        self.lock().owners.get(session).cloned()
+    fn owned_by(&self, session: &str, principal: &PrincipalId) -> bool {
+        self.lock().owners.get(session) == Some(principal)
     }
 
     fn forget(&self, session: &str) {
@@ -116,7 +118,7 @@ impl SessionOwners {
 
     /// Records `session` as `principal`'s, first dropping sessions rmcp no longer holds once the
     /// table has doubled since the last prune (amortised constant cost per session).
-    async fn record<L, LF>(&self, session: String, principal: String, live: L)
+    async fn record<L, LF>(&self, session: String, principal: PrincipalId, live: L)
     where
         L: Fn(String) -> LF,
         LF: Future<Output = bool>,
@@ -154,6 +156,14 @@ impl SessionOwners {
     fn len(&self) -> usize {
         self.lock().owners.len()
     }
+
+    #[cfg(test)]
+    fn owner(&self, session: &str) -> Option<String> {
+        self.lock()
+            .owners
+            .get(session)
+            .map(|p| p.as_str().to_owned())
+    }
 }
 
 #[cfg(test)]
@@ -162,7 +172,7 @@ mod tests {
     use std::sync::Arc;
 
     use http_body_util::BodyExt;
-    use toolgate_core::{Principal, PrincipalId};
+    use toolgate_core::Principal;
 
     use super::*;
 
