@@ -29,6 +29,9 @@ test('approve one pending call and deny another from the inbox', async () => {
   await first.getByRole('heading', { name: 'Run write_file?' }).waitFor();
   await first.getByText('medium consequence').waitFor();
   await first.getByText('Publish the release notes').waitFor();
+  // … and where the call came from (here REST, without a client name).
+  await first.getByText('Came from').waitFor();
+  await first.getByText('REST', { exact: true }).waitFor();
   await first.getByText(/in 2[34] h/).waitFor();
   assert.match(await first.locator('pre').textContent(), /"content": "# 1.4.0/);
   await page.locator('#pending-count', { hasText: '2' }).waitFor();

@@ -80,6 +80,9 @@ test('the audit log: filters and a call with a stored output', async () => {
   await page.locator('#calls-table tbody tr a').first().click();
   await waitForHeading(page, 'Call to read_file');
   await page.getByText('stored apart').waitFor();
+  // Where the call came from: REST (the harness names no client).
+  await page.getByText('Came from').waitFor();
+  await page.getByText('REST', { exact: true }).waitFor();
   await page.getByRole('button', { name: 'Show stored output' }).click();
   await page.locator('#stored-output pre', { hasText: 'toolgate toolgate' }).waitFor();
   await page.getByRole('link', { name: 'Download' }).waitFor();

@@ -165,5 +165,13 @@ test('built-in tools are read-only', async () => {
   await waitForHeading(page, 'write_file is built in');
   assert.equal(await page.locator('form').count(), 0);
   await checkA11y(page, 'built-in edit refused');
+  // A tool that writes says whether side effects are allowed; a read-only one does not.
+  await page.goto(`${env.server.url}#/tools/write_file`);
+  await waitForHeading(page, 'write_file');
+  await page.getByText('Side effects allowed').waitFor();
+  await page.goto(`${env.server.url}#/tools/read_file`);
+  await waitForHeading(page, 'read_file');
+  await page.locator('.export-output pre').waitFor();
+  assert.equal(await page.getByText('Side effects allowed').count(), 0);
   assert.deepEqual(env.browser.problems, []);
 });

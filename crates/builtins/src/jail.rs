@@ -46,11 +46,66 @@ pub const MAX_PATH_DEPTH: usize = 64;
 /// All methods do blocking file-system I/O; call them from `spawn_blocking` in async code.
 #[derive(Clone, Debug)]
 pub struct Jail {
-    /// The canonical root: absolute, no symbolic links, no `..`.
+    /// The canonical root: absolute, no symbolic links, no `..` (empty when disabled).
     root: PathBuf,
     /// The root as given (made absolute, normalized), when that differs from `root`; absolute
     /// paths under it are accepted too.
     alias: Option<PathBuf>,
+    /// Why the file tools have no root at all ([`FileRoot::Disabled`]): every path is refused
+    /// with `unavailable` and this message.
+    disabled: Option<String>,
+}
+
+/// Where the file tools are rooted: a directory, or nowhere. The command line decides (see
+/// `toolgate serve`): a root given explicitly is used as is; the working directory is used only
+/// when it is neither `/` nor the user's home folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileRoot {
+    /// The file tools are jailed to this directory (must exist; canonicalized once).
+    Dir(PathBuf),
+    /// The file tools serve nothing: every call answers `unavailable` with `reason`, which
+    /// names the setting to add.
+    Disabled { reason: String },
+}
+
+impl FileRoot {
+    /// The directory, if the file tools have one.
+    pub fn dir(&self) -> Option<&Path> {
+        match self {
+            Self::Dir(path) => Some(path),
+            Self::Disabled { .. } => None,
+        }
+    }
+}
+
+impl From<PathBuf> for FileRoot {
+    fn from(path: PathBuf) -> Self {
+        Self::Dir(path)
+    }
+}
+
+impl From<&Path> for FileRoot {
+    fn from(path: &Path) -> Self {
+        Self::Dir(path.to_path_buf())
+    }
+}
+
+impl From<&PathBuf> for FileRoot {
+    fn from(path: &PathBuf) -> Self {
+        Self::Dir(path.clone())
+    }
+}
+
+impl From<&str> for FileRoot {
+    fn from(path: &str) -> Self {
+        Self::Dir(PathBuf::from(path))
+    }
+}
+
+impl From<String> for FileRoot {
+    fn from(path: String) -> Self {
+        Self::Dir(PathBuf::from(path))
+    }
 }
 
 /// How the final component of a path is treated.
@@ -84,7 +139,31 @@ impl Jail {
         Ok(Self {
             root: canonical,
             alias,
+            disabled: None,
         })
+    }
+
+    /// A jail with no root: every path is refused with `unavailable` and `reason` (which should
+    /// name the setting that gives the file tools a root).
+    pub fn disabled(reason: impl Into<String>) -> Self {
+        Self {
+            root: PathBuf::new(),
+            alias: None,
+            disabled: Some(reason.into()),
+        }
+    }
+
+    /// The jail for a [`FileRoot`]: [`Jail::new`] or [`Jail::disabled`].
+    pub fn for_root(root: &FileRoot) -> Result<Self, BuiltinError> {
+        match root {
+            FileRoot::Dir(path) => Self::new(path),
+            FileRoot::Disabled { reason } => Ok(Self::disabled(reason.clone())),
+        }
+    }
+
+    /// Why the jail serves nothing, if it is disabled.
+    pub fn disabled_reason(&self) -> Option<&str> {
+        self.disabled.as_deref()
     }
 
     /// The canonical root directory.
@@ -94,7 +173,7 @@ impl Jail {
 
     /// Whether a canonical absolute path lies inside the root (or is the root).
     pub fn contains(&self, canonical: &Path) -> bool {
-        canonical.starts_with(&self.root)
+        self.disabled.is_none() && canonical.starts_with(&self.root)
     }
 
     /// Resolves an existing file or directory, following symbolic links that stay inside.
@@ -117,6 +196,11 @@ impl Jail {
 
     /// Splits a caller's path into normal components relative to the root (rules 1 and 2).
     fn components(&self, given: &str) -> Result<Vec<OsString>, ToolError> {
+        // No root at all (a desktop client started toolgate in `/` or the home folder): nothing
+        // is served, whatever the path.
+        if let Some(reason) = &self.disabled {
+            return Err(ToolError::unavailable(reason.clone()).permanent());
+        }
         if given.is_empty() {
             return Err(ToolError::validation(
                 "Path is empty: give a path relative to the root, like notes.txt (use . for the root itself)",
@@ -322,6 +406,20 @@ mod tests {
                 "{input}"
             );
         }
+    }
+
+    #[test]
+    fn a_disabled_jail_refuses_every_path_as_unavailable() {
+        let jail = Jail::disabled("no root: add --root DIR");
+        for path in [".", "etc/hostname", "/etc/hostname", "a/../b"] {
+            let err = jail.resolve(path).unwrap_err();
+            assert_eq!(err.kind(), toolgate_core::ErrorKind::Unavailable, "{path}");
+            assert_eq!(err.message(), "no root: add --root DIR");
+            assert!(!err.is_retryable());
+            assert!(jail.resolve_for_write(path).is_err());
+            assert!(jail.resolve_entry(path).is_err());
+        }
+        assert!(!jail.contains(Path::new("/")));
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod todo;
 mod validate_output;
 mod web;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::Tool;
@@ -39,7 +39,7 @@ pub use files::{
     READ_FILE_DESCRIPTION, ReadFile, WRITE_FILE, WRITE_FILE_DESCRIPTION, WriteFile,
 };
 pub use http::{HTTP_KIND, HttpKind};
-pub use jail::{Jail, MAX_PATH_BYTES, MAX_PATH_DEPTH};
+pub use jail::{FileRoot, Jail, MAX_PATH_BYTES, MAX_PATH_DEPTH};
 pub use todo::{
     DEFAULT_PLAN_ID, ItemStatus, MAX_ITEM_CONTENT_CHARS, MAX_ITEM_ID_CHARS, MAX_PLAN_ITEMS,
     MemoryPlanStore, PlanEdit, PlanItem, PlanStore, TODO_MANAGER, TODO_MANAGER_DESCRIPTION,
@@ -75,8 +75,9 @@ pub const BUILTIN_NAMES: &[&str] = &[
 /// Wikipedia settings, where todo plans live and the output types `validate_output` knows.
 #[derive(Clone)]
 pub struct BuiltinOptions {
-    /// The directory the file tools are jailed to (must exist; canonicalized once).
-    pub root: PathBuf,
+    /// The directory the file tools are jailed to (must exist; canonicalized once), or
+    /// [`FileRoot::Disabled`]: the file tools answer `unavailable`.
+    pub root: FileRoot,
     pub search: SearchConfig,
     pub wikipedia: WikipediaConfig,
     pub plans: Arc<dyn PlanStore>,
@@ -86,7 +87,7 @@ pub struct BuiltinOptions {
 impl BuiltinOptions {
     /// Defaults for `root`: search and Wikipedia settings from the environment, plans in
     /// memory, the default output types (`domain_map`).
-    pub fn new(root: impl Into<PathBuf>) -> Self {
+    pub fn new(root: impl Into<FileRoot>) -> Self {
         Self {
             root: root.into(),
             search: SearchConfig::default().with_env(),
@@ -115,7 +116,7 @@ pub fn builtin_tools(root: &Path) -> Result<Vec<Arc<dyn Tool>>, BuiltinError> {
 
 /// Every built-in tool, in [`BUILTIN_NAMES`] order.
 pub fn builtin_tools_with(options: BuiltinOptions) -> Result<Vec<Arc<dyn Tool>>, BuiltinError> {
-    let jail = Arc::new(Jail::new(&options.root)?);
+    let jail = Arc::new(Jail::for_root(&options.root)?);
     let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Calculator::new())];
     tools.extend(file_tools(jail));
     tools.push(Arc::new(WebSearch::new(options.search)));

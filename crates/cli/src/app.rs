@@ -11,7 +11,7 @@ use toolgate_core::{
     ToolDefinition, ToolSpec, ValidationReport,
 };
 
-use toolgate_builtins::{BuiltinOptions, OutputTypes};
+use toolgate_builtins::{BuiltinOptions, FileRoot, OutputTypes};
 use toolgate_net::PolicyClient;
 use toolgate_store::{AuditObserver, AuditStage, DbUrl, Plan, Store, StoreOptions};
 
@@ -25,6 +25,8 @@ pub struct App {
     pub registry: Arc<Registry>,
     pub store: Store,
     pub plan: Plan,
+    /// Where the file tools are rooted (or why they serve nothing).
+    pub file_root: FileRoot,
     /// The client every tool's outbound request goes through (the `[network]` policy).
     pub http: Arc<PolicyClient>,
     /// Runs every call's attempt: command tools and isolated tools in the sandbox (this binary
@@ -69,14 +71,18 @@ impl App {
         };
         let plan = config.plan()?;
         let root = match global.root.clone().or_else(|| config.root.clone()) {
-            Some(root) => root,
-            None => std::env::current_dir().context("Cannot determine the current directory")?,
+            Some(root) => FileRoot::Dir(root),
+            None => implicit_root(
+                std::env::current_dir().context("Cannot determine the current directory")?,
+                &home_folders(),
+            ),
         };
         let url = match &global.db {
             Some(raw) => DbUrl::parse(raw).map_err(anyhow::Error::msg)?,
             None => DbUrl::Sqlite(default_db_path()),
         };
-        let store = Store::open(&url, &StoreOptions::default())
+        let anchor = config.audit.anchor(&url, |name| std::env::var(name).ok())?;
+        let store = Store::open_with(&url, &StoreOptions::default(), &anchor)
             .await
             .map_err(anyhow::Error::msg)?;
         let registry = Arc::new(Registry::with_max_isolation(plan.max_isolation));
@@ -108,8 +114,12 @@ impl App {
             plans: Arc::new(StorePlans(store.clone())),
             output_types: Arc::new(output_types),
         };
-        let builtins = toolgate_builtins::builtin_tools_with(options)
-            .with_context(|| format!("Cannot use {} as the file tools' root", root.display()))?;
+        let builtins = toolgate_builtins::builtin_tools_with(options).with_context(|| {
+            format!(
+                "Cannot use {} as the file tools' root",
+                root.dir().unwrap_or(Path::new("")).display()
+            )
+        })?;
         registry
             .register_all(builtins, true)
             .context("Built-in tools failed to register (a bug: please report it)")?;
@@ -143,6 +153,7 @@ impl App {
             registry,
             store,
             plan,
+            file_root: root,
             http: Arc::new(http),
             executor,
         };
@@ -187,6 +198,64 @@ impl App {
             .observer(Arc::new(AuditObserver::new(self.store.clone())))
             .build()
     }
+}
+
+/// The file tools' root when none is given (`--root`, `TOOLGATE_ROOT`, `root` in the config):
+/// the working directory, unless it is `/` or one of the user's home folders. A desktop client
+/// starts `toolgate serve --stdio` in a directory of its own choosing (often `/`), and serving
+/// that whole tree is never what was meant, so the file tools are then disabled with a message
+/// naming the setting to add.
+pub fn implicit_root(cwd: PathBuf, homes: &[PathBuf]) -> FileRoot {
+    let canonical = std::fs::canonicalize(&cwd).unwrap_or_else(|_| cwd.clone());
+    let what = if canonical.parent().is_none() {
+        "the file system's root"
+    } else if homes
+        .iter()
+        .any(|h| *h == cwd || std::fs::canonicalize(h).is_ok_and(|h| h == canonical))
+    {
+        "your home folder"
+    } else {
+        return FileRoot::Dir(cwd);
+    };
+    FileRoot::Disabled {
+        reason: format!(
+            "The file tools are off: toolgate was started in {} ({what}) with no root set, and they never serve that whole tree. Give them a folder with --root DIR, the TOOLGATE_ROOT environment variable or root = \"DIR\" in toolgate.toml (for a desktop client: in the server entry's args or env)",
+            cwd.display()
+        ),
+    }
+}
+
+/// The user's home folders: `$HOME` and the home the user database (passwd) gives.
+pub fn home_folders() -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    #[cfg(unix)]
+    if let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
+        homes.push(user.dir);
+    }
+    homes
+}
+
+/// How a startup line names the file tools' root.
+pub fn describe_root(root: &FileRoot) -> String {
+    match root {
+        FileRoot::Dir(dir) => format!("file root {}", dir.display()),
+        FileRoot::Disabled { .. } => "file tools off (no root set: add --root DIR)".to_owned(),
+    }
+}
+
+/// Warnings validation adds for a command tool: `read_paths` and `write_paths` the user its
+/// sandboxed program runs as cannot reach (a folder under a `0700` directory when toolgate runs
+/// as root and programs as `nobody`), naming the directory and its mode.
+pub fn access_warnings(app: &App, spec: &ToolSpec) -> Vec<Issue> {
+    toolgate_sandbox::access_warnings(
+        spec.definition(),
+        spec.limits().isolation,
+        &app.executor.runner().program_user(),
+    )
 }
 
 /// Every `*.toml`, `*.json`, `*.yaml`, `*.yml` directly in `dir`, sorted.

@@ -82,23 +82,41 @@ async fn list(app: &App, args: &ApprovalsListArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "No approvals.")?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(
-        out,
-        "{:<36}  {:<13}  {:<20}  {:<12}  CREATED",
-        "ID", "STATUS", "TOOL", "PRINCIPAL"
-    )?;
-    for a in &approvals {
-        writeln!(
-            out,
-            "{:<36}  {:<13}  {:<20}  {:<12}  {}",
-            a.id,
-            a.status,
-            a.tool,
-            a.principal,
-            a.created_at.format("%Y-%m-%d %H:%M:%S")
-        )?;
-    }
+    write!(out, "{}", table(&approvals))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The table `approvals list` prints: every column as wide as its widest cell (like `tools
+/// list`), the last one unpadded.
+pub fn table(approvals: &[Approval]) -> String {
+    let header = ["ID", "STATUS", "TOOL", "PRINCIPAL", "CREATED"].map(str::to_owned);
+    let rows = approvals.iter().map(|a| {
+        [
+            a.id.clone(),
+            a.status.to_string(),
+            a.tool.clone(),
+            a.principal.clone(),
+            a.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        ]
+    });
+    let rows: Vec<[String; 5]> = std::iter::once(header).chain(rows).collect();
+    let mut widths = [0usize; 5];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    text
 }
 
 async fn show(app: &App, args: &ApprovalIdArgs) -> anyhow::Result<ExitCode> {
@@ -157,6 +175,9 @@ async fn finish(app: &App, approval: &Approval, json: bool) -> anyhow::Result<Ex
         .map_err(anyhow::Error::msg)?;
     if let Err(e) = app.store.flush_audit().await {
         eprintln!("warning: the call's audit entry could not be written: {e}");
+    } else if let Err(e) = app.store.checkpoint_audit().await {
+        // The signed checkpoint of the log's head (what shows a later cut of this entry).
+        eprintln!("warning: {e}");
     }
     match ran {
         Some((_, result)) => print_result(&result, json),
@@ -258,6 +279,9 @@ pub fn describe(a: &Approval) -> String {
         short(&a.definition_hash)
     );
     let _ = writeln!(t, "principal:   {}", a.principal);
+    if let Some(origin) = &a.origin {
+        let _ = writeln!(t, "from:        {origin}");
+    }
     let _ = writeln!(t, "call:        {}", a.call_id);
     if let Some(r) = &a.reason {
         let _ = writeln!(t, "reason:      {r}");

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 use toolgate_core::{CallId, Outcome};
-use toolgate_store::{AuditQuery, AuditRecord};
+use toolgate_store::{AuditQuery, AuditRecord, VerifyReport};
 
 use crate::app::App;
 use crate::cli::{AuditArgs, AuditCommand, CallIdArgs};
@@ -104,17 +104,43 @@ async fn output(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
 
 async fn verify(app: &App) -> anyhow::Result<ExitCode> {
     let report = app.store.verify().await.map_err(anyhow::Error::msg)?;
-    match &report.first_broken {
-        None => {
-            println!("ok: {} audit entries, hash chain intact", report.entries);
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(broken) => {
-            println!(
-                "BROKEN: the audit log was altered at entry {}: {}",
-                broken.seq, broken.reason
-            );
-            Ok(ExitCode::from(1))
-        }
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", verify_text(&report))?;
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// What `audit verify` prints: one line when all is well, else one `BROKEN:` line per finding.
+pub fn verify_text(report: &VerifyReport) -> String {
+    let mut text = String::new();
+    if let Some(broken) = &report.first_broken {
+        text.push_str(&format!(
+            "BROKEN: the audit log was altered at entry {}: {}\n",
+            broken.seq, broken.reason
+        ));
     }
+    if let Some(cut) = &report.cut {
+        text.push_str(&format!("BROKEN: {cut}\n"));
+    }
+    for problem in &report.checkpoint_problems {
+        text.push_str(&format!("BROKEN: {problem}\n"));
+    }
+    if !text.is_empty() {
+        return text;
+    }
+    let anchor = match (report.anchored, report.checkpointed) {
+        (false, _) => "; no checkpoint key, so removing the newest entries would go unnoticed (set [audit] key_file or TOOLGATE_AUDIT_KEY)".to_owned(),
+        (true, None) if report.entries > 0 => {
+            "; not checkpointed yet (a checkpoint is signed after the next call)".to_owned()
+        }
+        (true, None) => String::new(),
+        (true, Some(seq)) => format!("; checkpoint at entry {seq} matches"),
+    };
+    format!(
+        "ok: {} audit entries, hash chain intact{anchor}\n",
+        report.entries
+    )
 }

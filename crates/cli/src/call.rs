@@ -30,9 +30,13 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     };
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
+    // Ctrl-C notes who cancelled (the audit log keeps it), then cancels.
+    let note = toolgate_core::CancelNote::default();
+    let cancelled_by = note.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("Cancelling… (press Ctrl-C again to quit at once)");
+            note.set("user:cli");
             on_interrupt.cancel();
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);
@@ -42,7 +46,9 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     let mut request = CallRequest::new(args.name.clone(), arguments)
         .principal(principal)
         .cancel_token(cancel)
-        .approval(approval);
+        .approval(approval)
+        .origin(toolgate_core::CallOrigin::cli());
+    request.cancelled_by = cancelled_by;
     if let Some(key) = &args.idempotency_key {
         request = request.idempotency_key(key.clone());
     }
@@ -53,6 +59,9 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     // Read-only calls' audit entries are queued for a group commit; write them before exiting.
     if let Err(e) = app.store.flush_audit().await {
         eprintln!("warning: the call's audit entry could not be written: {e}");
+    } else if let Err(e) = app.store.checkpoint_audit().await {
+        // The signed checkpoint of the log's head (what shows a later cut of this entry).
+        eprintln!("warning: {e}");
     }
     if let Some(id) = &result.approval_id {
         return pending(app, args, &result, id).await;

@@ -12,6 +12,9 @@ Exit codes:
      cannot be exported as asked, or `audit verify` found the log altered
   2  usage or configuration error (bad flags or config, unreadable --args file, malformed JSON,
      a database that cannot be opened)
+  3  a call waits for approval: it became (or already was) a durable approval, whose id is
+     printed; decide it with `toolgate approvals approve ID` or `toolgate approvals deny ID`
+  130  a second Ctrl-C quit at once (the first cancels the running call or stops the server)
 
 Examples:
   toolgate serve                                   # http://127.0.0.1:7878/mcp and /v1
@@ -56,7 +59,8 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "TOOLGATE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Directory the file tools are jailed to [default: the current directory].
+    /// Directory the file tools are jailed to [default: the current directory, except `/` or
+    /// the home folder: then the file tools are off].
     #[arg(long, global = true, env = "TOOLGATE_ROOT", value_name = "DIR")]
     pub root: Option<PathBuf>,
 

@@ -10,7 +10,7 @@ use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_net::NetPolicy;
 use toolgate_server::{PrincipalEntry, WebhookConfig, parse_token_hash};
-use toolgate_store::Plan;
+use toolgate_store::{AuditAnchor, AuditKey, DbUrl, Plan, suffixed};
 
 /// `toolgate.toml`.
 #[derive(Debug, Default, Deserialize)]
@@ -45,6 +45,78 @@ pub struct Config {
     /// `[approvals]`: how long a call waits for a decision.
     #[serde(default)]
     pub approvals: ApprovalsConfig,
+    /// `[audit]`: the key that signs the audit log's checkpoints and where they are kept.
+    #[serde(default)]
+    pub audit: AuditConfig,
+}
+
+/// `[audit]` settings: the checkpoint key, kept out of the database (see the README's "What the
+/// audit protects against, and against whom").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// The NAME of the environment variable holding the key (the key never goes in the file).
+    pub key_env: Option<String>,
+    /// A file holding the key (relative to the config file), created with a random key (mode
+    /// 0600) when missing.
+    pub key_file: Option<PathBuf>,
+    /// Where the newest checkpoint is kept outside the database (relative to the config file).
+    pub checkpoint_file: Option<PathBuf>,
+}
+
+/// The environment variable holding the audit checkpoint key when the config names none.
+pub const AUDIT_KEY_ENV: &str = "TOOLGATE_AUDIT_KEY";
+
+impl AuditConfig {
+    /// The audit anchor for `url`: the key from `key_env`, `key_file` or `TOOLGATE_AUDIT_KEY`
+    /// (in that order), else for SQLite a key file next to the database; the checkpoint file from
+    /// `checkpoint_file`, else next to the database (SQLite) or next to the key file.
+    /// PostgreSQL has no default: without a key (and a place for the checkpoint file) a cut tail
+    /// could not be shown, so this is an error naming the settings.
+    pub fn anchor(
+        &self,
+        url: &DbUrl,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<AuditAnchor> {
+        let key = match (&self.key_env, &self.key_file) {
+            (Some(_), Some(_)) => {
+                bail!("[audit] key_env and key_file both name a checkpoint key; keep one of them")
+            }
+            (Some(name), None) => {
+                let name = name.trim();
+                let Some(secret) = var(name).filter(|v| !v.is_empty()) else {
+                    bail!(
+                        "The audit checkpoint key is missing: the environment variable {name} (named by [audit] key_env) is unset or empty; set it to a random secret (`openssl rand -hex 32`)"
+                    );
+                };
+                Some(AuditKey::Secret(secret.into_bytes()))
+            }
+            (None, Some(path)) => Some(AuditKey::File(path.clone())),
+            (None, None) => var(AUDIT_KEY_ENV)
+                .filter(|v| !v.is_empty())
+                .map(|v| AuditKey::Secret(v.into_bytes())),
+        };
+        let defaults = AuditAnchor::for_url(url);
+        let key = key.or(defaults.key);
+        let checkpoint_file = self
+            .checkpoint_file
+            .clone()
+            .or(defaults.checkpoint_file)
+            .or_else(|| self.key_file.as_deref().map(|k| suffixed(k, ".checkpoint")));
+        match (&key, &checkpoint_file) {
+            (Some(_), Some(_)) => {}
+            (None, _) => bail!(
+                "The audit log in PostgreSQL needs a checkpoint key kept outside the database, or deleting its newest entries would go unnoticed: set [audit] key_file = \"/etc/toolgate/audit-key\" (created when missing) or key_env in the config file, or the {AUDIT_KEY_ENV} environment variable"
+            ),
+            (Some(_), None) => bail!(
+                "The audit log in PostgreSQL needs a checkpoint file outside the database: set [audit] checkpoint_file = \"/var/lib/toolgate/audit-checkpoint\" in the config file (a key from the environment leaves no place to derive it from)"
+            ),
+        }
+        Ok(AuditAnchor {
+            key,
+            checkpoint_file,
+        })
+    }
 }
 
 /// `[approvals]` settings.
@@ -186,6 +258,8 @@ impl Config {
         let base = path.parent().unwrap_or(Path::new("."));
         config.root = config.root.map(|p| base.join(p));
         config.tools_dir = config.tools_dir.map(|p| base.join(p));
+        config.audit.key_file = config.audit.key_file.map(|p| base.join(p));
+        config.audit.checkpoint_file = config.audit.checkpoint_file.map(|p| base.join(p));
         for path in config.output_types.values_mut() {
             *path = base.join(&*path);
         }
@@ -274,6 +348,59 @@ mod tests {
 
     fn approvals(text: &str) -> ApprovalsConfig {
         toml::from_str::<Config>(text).unwrap().approvals
+    }
+
+    fn audit(text: &str) -> AuditConfig {
+        toml::from_str::<Config>(text).unwrap().audit
+    }
+
+    #[test]
+    fn the_audit_key_comes_from_the_config_the_environment_or_a_file_next_to_the_database() {
+        let sqlite = DbUrl::Sqlite(PathBuf::from("/data/toolgate.db"));
+        let pg = DbUrl::parse("postgres://u@h/db").unwrap();
+        let none = |_: &str| None;
+        // SQLite: files next to the database by default.
+        let a = audit("").anchor(&sqlite, none).unwrap();
+        assert!(
+            matches!(&a.key, Some(AuditKey::File(p)) if p == Path::new("/data/toolgate.db.audit-key"))
+        );
+        assert_eq!(
+            a.checkpoint_file.as_deref(),
+            Some(Path::new("/data/toolgate.db.audit-checkpoint"))
+        );
+        // TOOLGATE_AUDIT_KEY, when the config names no key.
+        let env = |name: &str| (name == AUDIT_KEY_ENV).then(|| "from-env-0123456789".to_owned());
+        let a = audit("").anchor(&sqlite, env).unwrap();
+        assert!(matches!(&a.key, Some(AuditKey::Secret(s)) if s == b"from-env-0123456789"));
+        // key_env names the variable; unset is an error naming it.
+        let c = audit("[audit]\nkey_env = \"TG_AUDIT\"\n");
+        let err = c.anchor(&sqlite, none).unwrap_err().to_string();
+        assert!(
+            err.contains("TG_AUDIT") && err.contains("unset or empty"),
+            "{err}"
+        );
+        let a = c
+            .anchor(&sqlite, |n: &str| (n == "TG_AUDIT").then(|| "k".repeat(20)))
+            .unwrap();
+        assert!(matches!(a.key, Some(AuditKey::Secret(_))));
+        // PostgreSQL: no default; a key file gives the checkpoint file beside it.
+        let err = audit("").anchor(&pg, none).unwrap_err().to_string();
+        assert!(
+            err.contains("key_file") && err.contains(AUDIT_KEY_ENV),
+            "{err}"
+        );
+        let err = audit("").anchor(&pg, env).unwrap_err().to_string();
+        assert!(err.contains("checkpoint_file"), "{err}");
+        let a = audit("[audit]\nkey_file = \"/etc/tg/key\"\n")
+            .anchor(&pg, none)
+            .unwrap();
+        assert_eq!(
+            a.checkpoint_file.as_deref(),
+            Some(Path::new("/etc/tg/key.checkpoint"))
+        );
+        let both = audit("[audit]\nkey_file = \"k\"\nkey_env = \"K\"\n");
+        assert!(both.anchor(&sqlite, none).is_err());
+        assert!(toml::from_str::<Config>("[audit]\nkey = \"inline\"\n").is_err());
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub async fn add(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
     record_validated(app, &spec, started.elapsed()).await;
     match app.store.insert_definition(&spec, ACTOR, &app.plan).await {
         Ok(stored) => {
-            warn_about(&spec);
+            warn_about(app, &spec);
             println!(
                 "Added {} (version {}, hash {})",
                 def.name,
@@ -107,7 +107,7 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
     record_validated(app, &spec, started.elapsed()).await;
     match app.store.update_definition(&spec, ACTOR).await {
         Ok((stored, changed)) => {
-            warn_about(&spec);
+            warn_about(app, &spec);
             let what = if changed.is_empty() {
                 "nothing changed".to_owned()
             } else {
@@ -263,8 +263,12 @@ fn refused(name: &str, e: &CoreError, def: &ToolDefinition) -> ExitCode {
     ExitCode::from(1)
 }
 
-fn warn_about(spec: &toolgate_core::ToolSpec) {
-    for w in spec.warnings() {
+fn warn_about(app: &App, spec: &toolgate_core::ToolSpec) {
+    for w in spec
+        .warnings()
+        .iter()
+        .chain(&crate::app::access_warnings(app, spec))
+    {
         eprintln!("warning: {w}");
     }
 }

@@ -1,5 +1,6 @@
 //! The `toolgate` binary: parses the command line, runs the command, maps outcomes to exit codes
-//! (0 success, 1 error result or invalid definition, 2 usage or configuration error).
+//! (0 success, 1 error result or invalid definition, 2 usage or configuration error, 3 a call
+//! waits for approval, 130 a second Ctrl-C).
 
 mod app;
 mod approvals;

@@ -58,11 +58,13 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
     watch_signals(shutdown.clone(), Arc::clone(&gateway), args.grace);
     let tools = app.registry.snapshot().len();
     let data = app.store.url().to_string();
+    let files = crate::app::describe_root(&app.file_root);
     if args.stdio {
         eprintln!(
-            "toolgate {} serving {tools} tools over MCP on stdio · data {data}",
+            "toolgate {} serving {tools} tools over MCP on stdio · {files} · data {data}",
             env!("CARGO_PKG_VERSION")
         );
+        warn_disabled_root(&app);
         gateway
             .serve_stdio(shutdown)
             .await
@@ -89,9 +91,10 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
         "local access, no token"
     };
     eprintln!(
-        "toolgate {} serving {tools} tools · MCP http://{local}/mcp · REST http://{local}/v1 · web UI http://{local}/ · data {data} · {auth} (Ctrl-C to stop)",
+        "toolgate {} serving {tools} tools · MCP http://{local}/mcp · REST http://{local}/v1 · web UI http://{local}/ · {files} · data {data} · {auth} (Ctrl-C to stop)",
         env!("CARGO_PKG_VERSION")
     );
+    warn_disabled_root(&app);
     gateway
         .serve_http(listener, shutdown)
         .await
@@ -99,6 +102,13 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
     app.store.close().await;
     eprintln!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says on stderr why the file tools serve nothing, when they do not.
+fn warn_disabled_root(app: &App) {
+    if let toolgate_builtins::FileRoot::Disabled { reason } = &app.file_root {
+        eprintln!("warning: {reason}");
+    }
 }
 
 /// The approval webhook of `[approvals]`, if configured. Its client obeys `[network]` but may

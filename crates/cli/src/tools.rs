@@ -308,7 +308,10 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
     let all_valid = results.iter().all(|l| l.outcome.is_ok());
     let mut out = std::io::stdout().lock();
     if args.json {
-        let report: Vec<Value> = results.iter().map(file_report).collect();
+        let report: Vec<Value> = results
+            .iter()
+            .map(|l| file_report(l, &extra_warnings(&app, l)))
+            .collect();
         writeln!(
             out,
             "{}",
@@ -316,7 +319,7 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
         )?;
     } else {
         for l in &results {
-            write!(out, "{}", file_text(l))?;
+            write!(out, "{}", file_text(l, &extra_warnings(&app, l)))?;
         }
         let bad = results.iter().filter(|l| l.outcome.is_err()).count();
         writeln!(
@@ -333,11 +336,21 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
     })
 }
 
-fn file_report(l: &app::Loaded) -> Value {
+/// Warnings beyond the definition's own: paths its sandboxed program cannot reach.
+fn extra_warnings(app: &App, l: &app::Loaded) -> Vec<toolgate_core::Issue> {
+    match &l.outcome {
+        Ok(spec) => app::access_warnings(app, spec),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn file_report(l: &app::Loaded, extra: &[toolgate_core::Issue]) -> Value {
     let file = l.path.display().to_string();
     match &l.outcome {
         Ok(spec) => {
-            json!({"file": file, "name": spec.name().as_str(), "valid": true, "errors": [], "warnings": spec.warnings()})
+            let warnings: Vec<&toolgate_core::Issue> =
+                spec.warnings().iter().chain(extra).collect();
+            json!({"file": file, "name": spec.name().as_str(), "valid": true, "errors": [], "warnings": warnings})
         }
         Err(f) => match &f.report {
             Some(r) => {
@@ -350,13 +363,13 @@ fn file_report(l: &app::Loaded) -> Value {
     }
 }
 
-fn file_text(l: &app::Loaded) -> String {
+fn file_text(l: &app::Loaded, extra: &[toolgate_core::Issue]) -> String {
     let path = l.path.display();
     let mut t = String::new();
     match &l.outcome {
         Ok(spec) => {
             t.push_str(&format!("ok       {path} ({})\n", spec.name()));
-            for w in spec.warnings() {
+            for w in spec.warnings().iter().chain(extra) {
                 t.push_str(&format!("  warning  {w}\n"));
             }
         }

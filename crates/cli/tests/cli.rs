@@ -1224,3 +1224,63 @@ fn definition_changes_and_validations_are_recorded_as_events() {
     );
     assert_eq!(events[3].changed_fields, ["constraints"]);
 }
+
+/// Replaces every `YYYY-MM-DD HH:MM:SS` timestamp with a placeholder of the same width.
+fn redact_timestamps(text: &str) -> String {
+    let shape = "dddd-dd-dd dd:dd:dd";
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let fits = chars.len() - i >= shape.len()
+            && shape.chars().zip(&chars[i..]).all(|(s, c)| match s {
+                'd' => c.is_ascii_digit(),
+                s => s == *c,
+            });
+        if fits {
+            out.push_str("YYYY-MM-DD hh:mm:ss");
+            i += shape.len();
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn approvals_list_aligns_its_columns() {
+    let sb = Sandbox::new();
+    sb.write("gone.txt", "x");
+    let mut ids = Vec::new();
+    for (tool, args) in [
+        ("write_file", r#"{"path": "a.txt", "content": "x"}"#),
+        ("delete_file", r#"{"path": "gone.txt"}"#),
+    ] {
+        let env = sb
+            .run(&["call", tool, "--args", args, "--json"])
+            .expect(3)
+            .json();
+        ids.push(env["approvalId"].as_str().unwrap().to_owned());
+    }
+    sb.run(&["approvals", "deny", &ids[0]]).expect(0);
+    // Where the call came from is kept with its approval.
+    let shown = sb.run(&["approvals", "show", &ids[1]]).expect(0);
+    assert!(
+        shown.stdout().contains("from:        command line"),
+        "{}",
+        shown.stdout()
+    );
+    let shown = sb
+        .run(&["approvals", "show", &ids[1], "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(shown["origin"], serde_json::json!({"via": "cli"}));
+    let run = sb.run(&["approvals", "list"]).expect(0);
+    let mut text = redact_timestamps(&run.stdout());
+    for (i, id) in ids.iter().enumerate() {
+        // Same width as a UUID, so the alignment shows.
+        text = text.replace(id, &format!("00000000-0000-0000-0000-00000000000{i}"));
+    }
+    insta::assert_snapshot!(text);
+}

@@ -127,3 +127,57 @@ fn the_plan_caps_the_isolation_a_definition_may_ask_for() {
     );
     assert!(text.contains("not allowed by the plan in force"), "{text}");
 }
+
+#[test]
+fn read_paths_the_sandbox_user_cannot_reach_are_a_validation_warning() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // Only toolgate running as root runs programs as another user (`nobody`); as anyone else
+    // the program is toolgate's own user, who owns the temporary directory.
+    let as_root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = dir.path().join("private");
+    let data = private.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let file = dir.path().join("word_count.toml");
+    std::fs::write(&file, WORD_COUNT.replace("DATA", data.to_str().unwrap())).unwrap();
+    let validate = |dir: &Path| {
+        let out = Command::new(BIN)
+            .args(["tools", "validate", "word_count.toml"])
+            .current_dir(dir)
+            .env(
+                "TOOLGATE_DB",
+                format!("sqlite:{}", dir.join("t.db").display()),
+            )
+            .env_remove("TOOLGATE_CONFIG")
+            .env_remove("TOOLGATE_ROOT")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = validate(dir.path());
+    assert_eq!(code, Some(0), "a warning, not an error: {text}");
+    if as_root {
+        assert!(text.contains("run.sandbox.read_paths[0]"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "the directory {} has mode 0700",
+                private.display()
+            )),
+            "{text}"
+        );
+        assert!(text.contains("uid 65534"), "{text}");
+    } else {
+        eprintln!("not root: programs run as this user, who owns the directory; no warning");
+        assert!(!text.contains("run.sandbox.read_paths[0]"), "{text}");
+    }
+    // Once the directory can be entered, no warning.
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let (code, text) = validate(dir.path());
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!text.contains("run.sandbox.read_paths[0]"), "{text}");
+}

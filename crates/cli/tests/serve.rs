@@ -51,6 +51,13 @@ fn serve_prints_where_everything_is_answers_and_stops_on_sigterm() {
     stderr.read_line(&mut banner).unwrap();
     assert!(banner.contains("MCP http://127.0.0.1:"), "{banner}");
     assert!(banner.contains("/mcp · REST http://127.0.0.1:"), "{banner}");
+    // Every startup line names the file tools' root.
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    assert!(
+        banner.contains(&format!("file root {}", cwd.display()))
+            || banner.contains(&format!("file root {}", dir.path().display())),
+        "{banner}"
+    );
     assert!(
         banner.contains(&format!(
             "data sqlite:{}",
@@ -223,4 +230,233 @@ fn mcp_tools_list_pages_with_a_cursor() {
     assert_eq!(bad["error"]["code"], -32602);
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// `toolgate serve --stdio` started in `cwd` with `HOME` and the extra arguments: the stderr
+/// startup lines and the answer to `read_file` of `path`.
+fn stdio_read_file(
+    cwd: &std::path::Path,
+    home: &std::path::Path,
+    db: &std::path::Path,
+    extra: &[&str],
+    path: &str,
+) -> (String, serde_json::Value) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .current_dir(cwd)
+        .env("TOOLGATE_DB", format!("sqlite:{}", db.display()))
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home)
+        .env_remove("TOOLGATE_ROOT")
+        .env_remove("TOOLGATE_CONFIG")
+        .env_remove("TOOLGATE_TOOLS_DIR")
+        .env_remove("RUST_LOG")
+        .env_remove("TOOLGATE_LOG")
+        .args(extra)
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"desktop","version":"1"}}}}}}"#).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": path}}});
+    writeln!(stdin, "{call}").unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut reply = serde_json::Value::Null;
+    for _ in 0..2 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if value["id"] == 2 {
+            reply = value;
+        }
+    }
+    drop(stdin);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{stderr}");
+    (stderr, reply)
+}
+
+fn error_kind(reply: &serde_json::Value) -> &serde_json::Value {
+    &reply["result"]["_meta"]["dev.toolgate/result"]["errorKind"]
+}
+
+fn text_of(reply: &serde_json::Value) -> String {
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn stdio_started_in_the_filesystem_root_serves_no_files() {
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("t.db");
+    let root = std::path::Path::new("/");
+    for path in ["etc/passwd", "/etc/passwd"] {
+        let (stderr, reply) = stdio_read_file(root, data.path(), &db, &[], path);
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        assert_eq!(error_kind(&reply), "unavailable", "{reply}");
+        let text = text_of(&reply);
+        assert!(text.contains("--root DIR"), "{text}");
+        assert!(text.contains("TOOLGATE_ROOT"), "{text}");
+        assert!(!text.contains("root:x:0:0"), "{text}");
+        let first = stderr.lines().next().unwrap();
+        assert!(first.contains("file tools off"), "{stderr}");
+        assert!(
+            stderr.contains("warning: The file tools are off"),
+            "{stderr}"
+        );
+        let version = env!("CARGO_PKG_VERSION");
+        let redacted = stderr
+            .replace(&db.display().to_string(), "[DB]")
+            .replace(version, "[VERSION]");
+        insta::assert_snapshot!("stdio_startup_without_root", redacted);
+    }
+    // An explicit root is used as given, even `/`.
+    let (stderr, reply) = stdio_read_file(root, data.path(), &db, &["--root", "/"], "etc/passwd");
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(text_of(&reply).contains("root:"), "{reply}");
+    assert!(
+        stderr.lines().next().unwrap().contains("file root /"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn stdio_started_in_the_home_folder_serves_no_files() {
+    let home = tempfile::tempdir().unwrap();
+    let db = home.path().join("t.db");
+    std::fs::write(home.path().join("secret.txt"), "s3cret").unwrap();
+    for path in ["secret.txt", "/etc/passwd"] {
+        let (stderr, reply) = stdio_read_file(home.path(), home.path(), &db, &[], path);
+        assert_eq!(error_kind(&reply), "unavailable", "{reply}");
+        let text = text_of(&reply);
+        assert!(text.contains("--root DIR"), "{text}");
+        assert!(text.contains("your home folder"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(stderr.contains("file tools off"), "{stderr}");
+    }
+    // TOOLGATE_ROOT (here: --root, its flag) names the folder: it works.
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "hello").unwrap();
+    let (stderr, reply) = stdio_read_file(
+        home.path(),
+        home.path(),
+        &db,
+        &["--root", work.to_str().unwrap()],
+        "notes.txt",
+    );
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(text_of(&reply).contains("hello"), "{reply}");
+    assert!(
+        stderr.contains(&format!("file root {}", work.display())),
+        "{stderr}"
+    );
+    // Any other working directory is the root, as before.
+    let (stderr, reply) = stdio_read_file(&work, home.path(), &db, &[], "notes.txt");
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(
+        stderr.contains(&format!("file root {}", work.display())),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_audit_log_says_which_client_called_and_who_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::write(
+        tools.join("nap.toml"),
+        "name = \"nap\"\ndescription = \"Sleeps for thirty seconds, to be cancelled.\"\neffect = \"read\"\n[constraints]\nisolation = \"none\"\ntimeout_ms = 20000\n[run]\nkind = \"command\"\nprogram = \"/bin/sleep\"\nargs = [\"30\"]\n",
+    )
+    .unwrap();
+    let mut child = toolgate(dir.path())
+        .env_remove("TOOLGATE_ROOT")
+        .args(["--tools-dir", tools.to_str().unwrap(), "serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"Desk Client","version":"4.5.6"}}}}}}"#).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"calculator","arguments":{{"expression":"1+1"}}}}}}"#).unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"nap","arguments":{{}}}}}}"#).unwrap();
+    // Long enough for the call to be under way (a cancellation for an unknown id is ignored).
+    std::thread::sleep(Duration::from_millis(1500));
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":3,"reason":"user pressed stop"}}}}"#).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let audit = toolgate(dir.path())
+        .args(["--tools-dir", tools.to_str().unwrap(), "audit", "--json"])
+        .output()
+        .unwrap();
+    let calls: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let calls = calls["calls"].as_array().unwrap();
+    let of = |tool: &str| calls.iter().find(|c| c["tool"] == tool).unwrap().clone();
+    let origin = serde_json::json!({"via": "mcp", "client": "Desk Client", "version": "4.5.6"});
+    let calc = of("calculator");
+    assert_eq!(calc["origin"], origin, "{calc}");
+    assert!(calc.get("cancelledBy").is_none(), "{calc}");
+    let nap = of("nap");
+    assert_eq!(nap["errorKind"], "cancelled", "{nap}");
+    assert_eq!(nap["origin"], origin, "{nap}");
+    assert_eq!(nap["cancelledBy"], "client", "{nap}");
+    // The command line is an origin too.
+    let out = toolgate(dir.path())
+        .args([
+            "call",
+            "calculator",
+            "--args",
+            r#"{"expression": "2"}"#,
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let audit = toolgate(dir.path())
+        .args(["audit", "--json", "--limit", "1"])
+        .output()
+        .unwrap();
+    let calls: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    assert_eq!(
+        calls["calls"][0]["origin"],
+        serde_json::json!({"via": "cli"})
+    );
+    let verify = toolgate(dir.path())
+        .args(["audit", "verify"])
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
 }

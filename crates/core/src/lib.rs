@@ -9,6 +9,7 @@ mod error;
 mod format;
 pub mod limits;
 mod names;
+mod origin;
 pub mod pipeline;
 pub mod registry;
 mod runkind;
@@ -31,6 +32,7 @@ pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
 pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ToolError};
 pub use format::Format;
 pub use names::{MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAMES, ToolName};
+pub use origin::{CallOrigin, CancelNote, MAX_ORIGIN_FIELD_CHARS};
 pub use pipeline::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Call, CallObserver, CallRecord, CallRequest,
     Decision, Executor, InProcessExecutor, Next, Pipeline, PipelineBuilder, PreApproved,

@@ -38,6 +38,11 @@ impl SandboxExecutor {
         }
     }
 
+    /// The runner calls go through (its configuration, the user programs run as).
+    pub fn runner(&self) -> &Runner {
+        &self.runner
+    }
+
     async fn run_command(&self, call: &Call, spec: &ToolSpec) -> ToolOutput {
         let plan = self.plans.get(spec.definition_hash(), spec.definition())?;
         let limits = spec.limits();

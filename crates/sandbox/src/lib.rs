@@ -12,6 +12,7 @@
 //! namespace's first process, the network bridge, or a worker running one in-process tool.
 //! A level the host cannot enforce fails the call with `unavailable`; it is never weakened.
 
+mod access;
 mod bridge;
 mod cgroup;
 mod command;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 use toolgate_core::Tool;
 
+pub use access::{ProgramUser, access_warnings};
 pub use command::{Arg, COMMAND_KIND, CommandKind, CommandPlan, OutputMode};
 pub use error::{SandboxError, SandboxErrorKind};
 pub use executor::SandboxExecutor;

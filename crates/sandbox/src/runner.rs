@@ -237,6 +237,20 @@ impl Runner {
         &self.config
     }
 
+    /// The host user `standard` and `strict` programs run as: the configured sandbox user
+    /// (supplementary groups dropped) when toolgate runs as root, toolgate's own user otherwise.
+    pub fn program_user(&self) -> crate::ProgramUser {
+        let (uid, gid) = self.outside();
+        let groups = if nix::unistd::geteuid().is_root() {
+            Vec::new()
+        } else {
+            nix::unistd::getgroups()
+                .map(|g| g.into_iter().map(nix::unistd::Gid::as_raw).collect())
+                .unwrap_or_default()
+        };
+        crate::ProgramUser { uid, gid, groups }
+    }
+
     /// The host uid and gid of sandboxed programs.
     fn outside(&self) -> (u32, u32) {
         if nix::unistd::geteuid().is_root() {

@@ -207,21 +207,34 @@ impl Gateway {
         request.cancel = token.clone();
         request.principal = Arc::clone(&caller.principal);
         let pipeline = self.pipeline.clone();
+        // Whoever cancels notes who they are first (the audit log keeps it).
+        let note = request.cancelled_by.clone();
         // Cancel the call if this future is dropped (the client went away).
-        let guard = token.clone().drop_guard();
+        let guard = CancelOnDrop {
+            token: Some(token.clone()),
+            note: note.clone(),
+        };
+        let shutdown = self.cancel_calls.clone();
         let task = self.calls.spawn(async move {
             let call = pipeline.call(request);
             tokio::pin!(call);
-            match external {
-                None => call.await,
-                Some(external) => tokio::select! {
-                    result = &mut call => result,
-                    () = external.cancelled() => {
-                        token.cancel();
-                        call.await
-                    }
-                },
+            let external = async {
+                match &external {
+                    Some(external) => external.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            // Biased: a cancellation is noted before the call (polled last) can see it.
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => note.set("shutdown"),
+                () = external => {
+                    note.set("client");
+                    token.cancel();
+                }
+                result = &mut call => return result,
             }
+            call.await
         });
         let result = task.await;
         guard.disarm();
@@ -343,6 +356,28 @@ impl Gateway {
         );
         self.follow_approvals().await?;
         Ok(last)
+    }
+}
+
+/// Cancels a call whose caller went away (its future dropped), noting
+/// `client_disconnected` first; [`CancelOnDrop::disarm`] once the call is done.
+struct CancelOnDrop {
+    token: Option<CancellationToken>,
+    note: toolgate_core::CancelNote,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.token = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.note.set("client_disconnected");
+            token.cancel();
+        }
     }
 }
 

@@ -270,6 +270,13 @@ impl ServerHandler for McpHandler {
         });
         let mut call =
             CallRequest::new(name, arguments).client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
+        // Where the call came from: the client as it introduced itself in `initialize`.
+        if let Some(info) = context.peer.peer_info() {
+            call = call.origin(toolgate_core::CallOrigin::mcp(
+                &info.client_info.name,
+                &info.client_info.version,
+            ));
+        }
         // A client that can ask its user does; otherwise the call waits as a durable approval
         // (the pipeline's default gate) and the result names it.
         if bridge.can_elicit() {

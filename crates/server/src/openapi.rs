@@ -151,7 +151,9 @@ pub fn openapi_document() -> Value {
             },
             "/v1/tools/{name}/history": { "get": op("Every stored version of a tool", json!([name.clone()]), None,
                 ("200", json_body("History", "Versions, oldest first")), &["401", "404"]) },
-            "/v1/tools/{name}/call": { "post": with_response(op("Call a tool through the pipeline; every outcome is an envelope", json!([name]),
+            "/v1/tools/{name}/call": { "post": with_response(op("Call a tool through the pipeline; every outcome is an envelope", json!([name,
+                { "name": "X-Toolgate-Client", "in": "header", "required": false, "schema": { "type": "string" },
+                  "description": "The calling client's name, kept as the call's origin (audit log, approvals; at most 100 characters kept)" }]),
                 Some(json!({ "required": false, "content": { "application/json": { "schema": schema_ref("CallBody") } } })),
                 ("200", json_body("Envelope", "The result envelope (data or error, never both); for a repeated idempotency key whose call already ran, that call's envelope")), &["400", "401", "409", "413"]),
                 "202", json_body("PendingCall", "The tool requires confirmation: the call waits as a durable approval (a repeated idempotency key gives the same one)")) },
@@ -264,7 +266,7 @@ fn schemas() -> Value {
         .iter()
         .map(|k| k.as_str())
         .collect();
-    json!({
+    let mut schemas = json!({
         "Error": {
             "type": "object", "required": ["error"],
             "properties": { "error": { "type": "object", "required": ["kind", "message"],
@@ -325,6 +327,7 @@ fn schemas() -> Value {
                 "result": { "description": "The call's result envelope once it ran" }
             }
         },
+
         "ApprovalsList": {
             "type": "object", "required": ["approvals"],
             "properties": { "approvals": { "type": "array", "items": schema_ref("Approval") } }
@@ -381,5 +384,18 @@ fn schemas() -> Value {
             "properties": { "status": { "const": "ok" }, "version": { "type": "string" }, "tools": { "type": "integer" },
                 "store": { "enum": ["sqlite", "postgres"] }, "callsInFlight": { "type": "integer" } }
         }
-    })
+    });
+    schemas["CallOrigin"] = json!({
+        "type": "object", "required": ["via"], "additionalProperties": false,
+        "description": "Where a call came from: an MCP client (its initialize clientInfo), REST (the optional X-Toolgate-Client header) or the command line",
+        "properties": { "via": { "enum": ["mcp", "rest", "cli"] }, "client": { "type": "string", "maxLength": 100 },
+            "version": { "type": "string", "maxLength": 100 } }
+    });
+    // Where a call came from and who cancelled it (added beside the macro above, which is at
+    // serde_json's recursion limit).
+    schemas["Approval"]["properties"]["origin"] = schema_ref("CallOrigin");
+    schemas["AuditRecord"]["properties"]["origin"] = schema_ref("CallOrigin");
+    schemas["AuditRecord"]["properties"]["cancelledBy"] = json!({ "type": "string",
+        "description": "Who cancelled the call: client, client_disconnected, user:cli, shutdown, or timeout" });
+    schemas
 }

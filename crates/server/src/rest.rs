@@ -17,8 +17,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use toolgate_core::{
-    CallId, CallRequest, Category, Consequence, CoreError, Effect, Permission, RegisteredTool,
-    ToolDefinition, ToolSpec,
+    CallId, CallOrigin, CallRequest, Category, Consequence, CoreError, Effect, Permission,
+    RegisteredTool, ToolDefinition, ToolSpec,
 };
 use toolgate_export::{ExportFormat, ExportOptions};
 use toolgate_store::{Approval, ApprovalStatus, AuditQuery};
@@ -595,6 +595,7 @@ async fn call_tool(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
     let body: CallBody = if body.is_empty() {
@@ -611,7 +612,11 @@ async fn call_tool(
         })?
     };
     let arguments = body.arguments.unwrap_or_else(|| json!({}));
-    let mut request = CallRequest::new(name, arguments);
+    // Where the call came from: REST, and the client the optional X-Toolgate-Client names.
+    let client = headers
+        .get("x-toolgate-client")
+        .and_then(|v| v.to_str().ok());
+    let mut request = CallRequest::new(name, arguments).origin(CallOrigin::rest(client));
     if let Some(key) = body.idempotency_key {
         request = request.idempotency_key(key);
     }

@@ -1318,10 +1318,14 @@ async fn shutdown_cancels_calls_after_the_grace_period_and_audits_them() {
     assert!(took < Duration::from_secs(5), "{took:?}");
     let id = toolgate_core::CallId::parse(envelope["callId"].as_str().unwrap()).unwrap();
     let audited = h.gw.store().audit_call(id).await.unwrap().unwrap();
+    let finished = audited.finished.unwrap();
     assert_eq!(
-        audited.finished.unwrap().error_kind(),
+        finished.error_kind(),
         Some(toolgate_core::ErrorKind::Cancelled)
     );
+    // The audit log says who cancelled it and where the call came from.
+    assert_eq!(finished.cancelled_by.as_deref(), Some("shutdown"));
+    assert_eq!(finished.origin, Some(toolgate_core::CallOrigin::rest(None)));
 }
 
 #[tokio::test]

@@ -150,6 +150,7 @@ fn approval() -> Approval {
         started_at: None,
         finished_at: None,
         result: None,
+        origin: None,
     }
 }
 

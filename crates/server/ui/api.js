@@ -43,7 +43,8 @@ export function onUnauthorized(fn) {
 }
 
 function headers(extra) {
-  const h = { Accept: 'application/json', ...extra };
+  // Names this client, so calls made here say where they came from (audit log, approvals).
+  const h = { Accept: 'application/json', 'X-Toolgate-Client': 'toolgate web UI', ...extra };
   const t = token() || memoryToken;
   if (t) h.Authorization = `Bearer ${t}`;
   return h;

@@ -72,3 +72,23 @@ export const EFFECTS = ['read', 'write', 'delete', 'side_effect'];
 export const CONSEQUENCES = ['low', 'medium', 'high'];
 export const ISOLATIONS = ['none', 'standard', 'strict', 'restricted'];
 export const PARAM_TYPES = ['string', 'integer', 'number', 'boolean', 'array', 'object'];
+
+/** Where a call came from ({via, client, version}), for people; null when unknown. */
+export function origin(o) {
+  if (!o) return null;
+  if (o.via === 'mcp') return ['MCP client', o.client, o.version].filter(Boolean).join(' ');
+  if (o.via === 'rest') return o.client ? `REST (${o.client})` : 'REST';
+  if (o.via === 'cli') return 'command line';
+  return o.via;
+}
+
+/** Who cancelled a call (the audit log's cancelledBy), for people. */
+export function canceller(who) {
+  return {
+    client: 'the client (it sent a cancellation)',
+    client_disconnected: 'the client (it went away before the result)',
+    'user:cli': 'the user on the command line (Ctrl-C)',
+    shutdown: 'the server (shutting down, after the grace period)',
+    timeout: 'the timeout (the call ran out of time)',
+  }[who] || who;
+}

@@ -4,6 +4,12 @@
 //! (`postgres://postgres@127.0.0.1:5432/test`, a fresh schema, dropped afterwards) — all in the
 //! same run. Without a reachable PostgreSQL its benchmarks are skipped with a note.
 //!
+//! `sqlite` uses the default audit anchor (signed checkpoints of the chain's head, kept in the
+//! database and a file next to it); `sqlite_no_checkpoints` opens the same kind of database
+//! without a key, so the difference is what checkpoints add to a call. `audit_head_publish` times
+//! the one step the writer adds per commit (hand the new head to the checkpointer: clone its hash,
+//! send it on a `watch` channel); signing and writing happen in a background task.
+//!
 //! A read call gets one audit entry (`finished`, written after the call); a side-effecting call
 //! gets two (`started`, committed before the handler runs, and `finished`). Every entry is one
 //! durable (fsynced) commit.
@@ -18,7 +24,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use sqlx::Connection;
 use toolgate_core::{CallRequest, Effect, Pipeline, PipelineBuilder, Registry, ToolBuilder};
-use toolgate_store::{AuditObserver, AuditStage, DbUrl, Store, StoreOptions};
+use toolgate_store::{AuditAnchor, AuditObserver, AuditStage, DbUrl, Store, StoreOptions};
 
 const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const READ_TOOL: &str = "noop_read";
@@ -103,6 +109,13 @@ fn bench_audit(c: &mut Criterion) {
             &StoreOptions::default(),
         ))
         .unwrap();
+    let bare = rt
+        .block_on(Store::open_with(
+            &DbUrl::Sqlite(dir.path().join("bare.db")),
+            &StoreOptions::default(),
+            &AuditAnchor::none(),
+        ))
+        .unwrap();
     let pg = rt.block_on(postgres());
 
     let mut pipelines = vec![
@@ -111,6 +124,7 @@ fn bench_audit(c: &mut Criterion) {
             PipelineBuilder::new(registry()).build(),
         ),
         ("sqlite", audited(&sqlite)),
+        ("sqlite_no_checkpoints", audited(&bare)),
     ];
     if let Some((store, _)) = &pg {
         pipelines.push(("postgres", audited(store)));
@@ -137,8 +151,20 @@ fn bench_audit(c: &mut Criterion) {
         g.finish();
     }
 
+    // The writer's added step per commit, as it does it (see `AuditWriter::spawn`).
+    let (head, _keep) = tokio::sync::watch::channel(None::<(i64, String)>);
+    let hash = "ab".repeat(32);
+    let mut seq = 0i64;
+    c.bench_function("audit_head_publish", |b| {
+        b.iter(|| {
+            seq += 1;
+            head.send_replace(Some((seq, black_box(&hash).clone())));
+        })
+    });
+
     rt.block_on(async {
         sqlite.close().await;
+        bare.close().await;
         if let Some((store, schema)) = pg {
             store.close().await;
             drop_schema(&schema).await;

@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use toolgate_core::CallOrigin;
 
 use crate::error::StoreError;
 use crate::{Store, from_json, now, on_pool, parse_ts, ts, write_tx};
@@ -115,6 +116,8 @@ pub struct NewApproval {
     pub idempotency_key: Option<String>,
     /// How long it may wait for a decision.
     pub ttl: Duration,
+    /// Where the call came from (MCP client, REST, command line), when known.
+    pub origin: Option<CallOrigin>,
 }
 
 /// The immutable part of an approval, stored as one JSON document.
@@ -132,6 +135,9 @@ struct Request {
     idempotency_key: Option<String>,
     created_at: DateTime<Utc>,
     expires_at: DateTime<Utc>,
+    /// Absent from approvals recorded before origins were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    origin: Option<CallOrigin>,
 }
 
 /// One approval as stored. Serializes (camelCase) without the unredacted arguments.
@@ -162,6 +168,9 @@ pub struct Approval {
     pub finished_at: Option<DateTime<Utc>>,
     /// The call's result envelope once executed.
     pub result: Option<Value>,
+    /// Where the call came from (MCP client and version, REST, command line), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<CallOrigin>,
 }
 
 /// SHA-256 (hex) of a value's canonical JSON (keys sorted, no whitespace).
@@ -265,6 +274,7 @@ fn from_row(row: Row) -> Result<Approval, StoreError> {
             .as_deref()
             .map(|j| from_json(j, "approval result"))
             .transpose()?,
+        origin: r.origin,
     })
 }
 
@@ -307,6 +317,7 @@ impl Store {
             idempotency_key: new.idempotency_key,
             created_at: created,
             expires_at: created + ttl,
+            origin: new.origin,
         };
         let id = format!("apr_{}", uuid::Uuid::new_v4().simple());
         let json = serde_json::to_string(&request)
@@ -372,6 +383,7 @@ impl Store {
                         started_at: None,
                         finished_at: None,
                         result: None,
+                        origin: request.origin.clone(),
                     };
                     (approval, true)
                 }

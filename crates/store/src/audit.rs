@@ -11,7 +11,7 @@
 //! exactly as they did before digests existed.
 
 use std::fmt;
-use std::sync::{OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::ser::SerializeMap;
@@ -19,12 +19,13 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_core::{
-    CallId, Content, ErrorKind, Outcome, Principal, ToolResult, ToolSpec, write_canonical,
-    write_json_string,
+    CallId, CallOrigin, Content, ErrorKind, Outcome, Principal, ToolResult, ToolSpec,
+    write_canonical, write_json_string,
 };
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::checkpoint::{CheckpointProblem, CutTail, Head};
 use crate::error::StoreError;
 use crate::{Inner, LOCK_AUDIT, Store, from_json, now, on_pool, parse_ts, ts, write_tx};
 
@@ -74,6 +75,11 @@ pub struct AuditRecord {
     pub content: Vec<ContentDigest>,
     /// When the entry was appended; `None` until stored.
     pub recorded_at: Option<DateTime<Utc>>,
+    /// Where the call came from (MCP client, REST, command line), when known.
+    pub origin: Option<CallOrigin>,
+    /// Who cancelled the call (`client`, `user:cli`, `shutdown`, … see
+    /// [`toolgate_core::CancelNote`]) or `timeout`; `None` for calls that were not cut short.
+    pub cancelled_by: Option<String>,
 }
 
 /// What the audit log keeps of one content block a call returned: its kind, MIME type or URI,
@@ -150,6 +156,8 @@ impl AuditRecord {
             output_ref: result.output_ref.clone(),
             content: result.content.iter().map(ContentDigest::of).collect(),
             recorded_at: None,
+            origin: None,
+            cancelled_by: None,
         }
     }
 
@@ -209,6 +217,12 @@ impl Serialize for AuditRecord {
                 &at.to_rfc3339_opts(SecondsFormat::Millis, true),
             )?;
         }
+        if let Some(origin) = &self.origin {
+            map.serialize_entry("origin", origin)?;
+        }
+        if let Some(who) = &self.cancelled_by {
+            map.serialize_entry("cancelledBy", who)?;
+        }
         map.end()
     }
 }
@@ -266,8 +280,17 @@ impl Serialize for AuditCall {
 pub struct VerifyReport {
     /// Entries checked.
     pub entries: u64,
+    /// The chain is intact, no checkpoint shows a cut or rewritten log, none is forged.
     pub ok: bool,
     pub first_broken: Option<BrokenLink>,
+    /// Whether the store has a checkpoint key (without one a cut tail goes unnoticed).
+    pub anchored: bool,
+    /// The newest checkpointed entry that still matches its checkpoint.
+    pub checkpointed: Option<i64>,
+    /// The newest entries are gone: the range a checkpoint proves existed.
+    pub cut: Option<CutTail>,
+    /// Checkpoints that are forged, unreadable, or name a rewritten or missing entry.
+    pub checkpoint_problems: Vec<CheckpointProblem>,
 }
 
 /// Where the chain first breaks.
@@ -302,6 +325,10 @@ struct Entry {
     output_sha256: Option<String>,
     /// JSON array of [`ContentDigest`]s; `None` when the call returned no content blocks.
     content_json: Option<String>,
+    /// JSON of the call's [`CallOrigin`]; `None` when unknown (and for older entries).
+    origin_json: Option<String>,
+    /// Who cancelled the call; `None` when it was not cut short (and for older entries).
+    cancelled_by: Option<String>,
     attempts: Option<i64>,
     duration_ms: Option<f64>,
     fetched_at: String,
@@ -340,6 +367,12 @@ impl Entry {
         number(&mut out, self.attempts.map_or(Value::Null, Value::from));
         out.push_str(",\"callId\":");
         write_json_string(&self.call_id, &mut out);
+        // Origin and canceller joined later, as keys only there when set: older entries keep
+        // their hashes.
+        if let Some(who) = &self.cancelled_by {
+            out.push_str(",\"cancelledBy\":");
+            write_json_string(who, &mut out);
+        }
         // Only when present, so entries without content keep the hash they always had.
         if let Some(content) = &self.content_json {
             out.push_str(",\"content\":");
@@ -361,6 +394,10 @@ impl Entry {
         write_json_string(&self.input_json, &mut out);
         out.push_str(",\"kind\":");
         write_json_string(&self.kind, &mut out);
+        if let Some(origin) = &self.origin_json {
+            out.push_str(",\"origin\":");
+            write_json_string(origin, &mut out);
+        }
         out.push_str(",\"outputRef\":");
         opt_str(&mut out, self.output_ref.as_deref());
         out.push_str(",\"outputSha256\":");
@@ -394,6 +431,8 @@ impl Entry {
             output_ref: None,
             output_sha256: None,
             content_json: None,
+            origin_json: None,
+            cancelled_by: None,
             attempts: None,
             duration_ms: None,
             fetched_at: String::new(),
@@ -449,11 +488,16 @@ impl Entry {
                 Some(raw) => from_json(raw, "audit content digests")?,
                 None => Vec::new(),
             },
+            origin: match &self.origin_json {
+                Some(raw) => Some(from_json(raw, "audit call origin")?),
+                None => None,
+            },
+            cancelled_by: self.cancelled_by,
         })
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -473,7 +517,7 @@ fn clean(text: &str) -> String {
     text.replace('\0', "\u{fffd}")
 }
 
-const ENTRY_COLUMNS: &str = "seq, kind, call_id, tool, definition_hash, principal, input_json, error_kind, error, data_json, output_ref, output_sha256, content_json, attempts, duration_ms, fetched_at, truncated, recorded_at, prev_hash, hash";
+const ENTRY_COLUMNS: &str = "seq, kind, call_id, tool, definition_hash, principal, input_json, error_kind, error, data_json, output_ref, output_sha256, content_json, origin_json, cancelled_by, attempts, duration_ms, fetched_at, truncated, recorded_at, prev_hash, hash";
 
 macro_rules! entry_from_row {
     ($row:expr) => {{
@@ -494,6 +538,8 @@ macro_rules! entry_from_row {
             output_ref: row.try_get("output_ref").map_err(e())?,
             output_sha256: row.try_get("output_sha256").map_err(e())?,
             content_json: row.try_get("content_json").map_err(e())?,
+            origin_json: row.try_get("origin_json").map_err(e())?,
+            cancelled_by: row.try_get("cancelled_by").map_err(e())?,
             attempts: row.try_get("attempts").map_err(e())?,
             duration_ms: row.try_get("duration_ms").map_err(e())?,
             fetched_at: row.try_get("fetched_at").map_err(e())?,
@@ -528,13 +574,14 @@ impl Store {
     }
 
     /// Appends `entries` to the chain in one transaction under the audit write lock; fills in
-    /// each one's `seq`, `recorded_at`, `prev_hash` and `hash`.
-    async fn append_batch(&self, entries: &mut [Entry]) -> Result<(), StoreError> {
+    /// each one's `seq` (the other columns are moved into the statement). Returns the new head
+    /// for the checkpointer, when the store has one.
+    async fn append_batch(&self, entries: &mut [Entry]) -> Result<Option<Head>, StoreError> {
         let placeholders = match &self.inner.pool {
             crate::Pool::Sqlite(_) => Placeholders::Question,
             crate::Pool::Postgres(_) => Placeholders::Numbered,
         };
-        write_tx!(self, LOCK_AUDIT, tx => {
+        let head = write_tx!(self, LOCK_AUDIT, tx => {
             let last: Option<(i64, String)> =
                 sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
                     .fetch_optional(&mut *tx)
@@ -557,6 +604,7 @@ impl Store {
                 entry.hash = entry.compute_hash();
                 prev = entry.hash.clone();
             }
+            let head = self.inner.checkpoints.as_ref().map(|_| Head { seq, hash: prev });
             // Multi-row INSERTs: each statement is a round trip to the database (a thread hop
             // for SQLite), so a batch costs a few instead of one per entry. Chunks hold
             // INSERT_ROWS rows or a power of two fewer, so only a handful of distinct
@@ -582,6 +630,8 @@ impl Store {
                         .bind(entry.output_ref.take())
                         .bind(entry.output_sha256.take())
                         .bind(entry.content_json.take())
+                        .bind(entry.origin_json.take())
+                        .bind(entry.cancelled_by.take())
                         .bind(entry.attempts)
                         .bind(entry.duration_ms)
                         .bind(std::mem::take(&mut entry.fetched_at))
@@ -595,8 +645,9 @@ impl Store {
                     .await
                     .map_err(StoreError::db("writing the audit log"))?;
             }
+            head
         });
-        Ok(())
+        Ok(head)
     }
 
     /// Records, durably, that a side-effecting call is about to run. Commits before returning.
@@ -718,9 +769,22 @@ impl Store {
 
     /// Walks the chain in `seq` order and reports the first entry that was altered (its content
     /// no longer matches its hash) or follows a removed one (a gap in `seq`, or a `prev_hash` that
-    /// is not the previous entry's hash). Removing the newest entries leaves no trace in the chain
-    /// itself; compare `entries` with an earlier report to notice that.
+    /// is not the previous entry's hash); then checks the chain against every checkpoint kept
+    /// (see [`crate::checkpoint`]): removed newest entries show as a [`CutTail`], a checkpoint
+    /// with a bad MAC or naming a rewritten entry as a [`CheckpointProblem`].
     pub async fn verify(&self) -> Result<VerifyReport, StoreError> {
+        let mut report = self.verify_chain().await?;
+        let findings = self.check_checkpoints().await?;
+        report.ok = report.ok && findings.cut.is_none() && findings.problems.is_empty();
+        report.anchored = findings.anchored;
+        report.checkpointed = findings.checkpointed;
+        report.cut = findings.cut;
+        report.checkpoint_problems = findings.problems;
+        Ok(report)
+    }
+
+    /// The hash chain alone.
+    async fn verify_chain(&self) -> Result<VerifyReport, StoreError> {
         // Read your writes: entries queued for the next group commit are written first.
         self.flush_audit().await?;
         let sql = entries_sql("WHERE seq > $1 ORDER BY seq LIMIT $2");
@@ -754,6 +818,7 @@ impl Store {
                             seq: entry.seq,
                             reason,
                         }),
+                        ..VerifyReport::intact(0)
                     })
                 };
                 if entry.seq != last_seq + 1 {
@@ -789,11 +854,21 @@ impl Store {
                 last_hash = entry.hash;
             }
         }
-        Ok(VerifyReport {
+        Ok(VerifyReport::intact(entries))
+    }
+}
+
+impl VerifyReport {
+    fn intact(entries: u64) -> Self {
+        Self {
             entries,
             ok: true,
             first_broken: None,
-        })
+            anchored: false,
+            checkpointed: None,
+            cut: None,
+            checkpoint_problems: Vec::new(),
+        }
     }
 }
 
@@ -822,6 +897,11 @@ fn finished_entry(record: &AuditRecord) -> Entry {
     if !record.content.is_empty() {
         e.content_json = serde_json::to_string(&record.content).ok();
     }
+    e.origin_json = record
+        .origin
+        .as_ref()
+        .and_then(|o| serde_json::to_string(o).ok());
+    e.cancelled_by = record.cancelled_by.as_deref().map(clean);
     e.attempts = Some(i64::from(record.attempts));
     e.duration_ms = Some(record.duration_ms);
     e.fetched_at = ts(record.fetched_at);
@@ -831,7 +911,7 @@ fn finished_entry(record: &AuditRecord) -> Entry {
 
 /// Most entries one audit transaction writes.
 const MAX_BATCH: usize = 512;
-/// Rows per INSERT statement (20 bound values each, far below SQLite's and PostgreSQL's limits).
+/// Rows per INSERT statement (22 bound values each, far below SQLite's and PostgreSQL's limits).
 const INSERT_ROWS: usize = 128;
 /// Entries that may wait for the writer before queueing callers wait too.
 const QUEUE_CAPACITY: usize = 8192;
@@ -873,13 +953,16 @@ impl AuditWriter {
                 let had_entry: Vec<bool> = batch.iter().map(|j| j.entry.is_some()).collect();
                 let mut entries: Vec<Entry> =
                     batch.iter_mut().filter_map(|j| j.entry.take()).collect();
-                let result = match store.upgrade() {
+                let inner = store.upgrade();
+                let result = match &inner {
                     None => Err("the store is closed".to_owned()),
-                    Some(_) if entries.is_empty() => Ok(()),
-                    Some(inner) => Store { inner }
-                        .append_batch(&mut entries)
-                        .await
-                        .map_err(|e| e.to_string()),
+                    Some(_) if entries.is_empty() => Ok(None),
+                    Some(inner) => Store {
+                        inner: Arc::clone(inner),
+                    }
+                    .append_batch(&mut entries)
+                    .await
+                    .map_err(|e| e.to_string()),
                 };
                 if let Err(e) = &result {
                     tracing::error!(error = %e, entries = entries.len(), "audit entries could not be written");
@@ -889,12 +972,19 @@ impl AuditWriter {
                     // Jobs with an entry took one seq each, in order; barriers take none.
                     let seq = if had_entry { seqs.next() } else { None };
                     let answer = match &result {
-                        Ok(()) => Ok(seq.unwrap_or(0)),
+                        Ok(_) => Ok(seq.unwrap_or(0)),
                         Err(e) => Err(e.clone()),
                     };
                     if let Some(done) = job.done {
                         let _ = done.send(answer);
                     }
+                }
+                // After the callers are answered: the checkpointer signs the new head in the
+                // background (a `watch` send here, no I/O).
+                if let (Ok(Some(head)), Some(inner)) = (result, inner)
+                    && let Some(checkpoints) = &inner.checkpoints
+                {
+                    checkpoints.publish(head);
                 }
             }
         });
@@ -962,7 +1052,7 @@ fn insert_chunk_sizes(len: usize) -> impl Iterator<Item = usize> {
 }
 
 /// Columns of an `audit_log` row, in the order [`Store::append_batch`] binds them.
-const INSERT_COLUMNS: [&str; 20] = [
+const INSERT_COLUMNS: [&str; 22] = [
     "seq",
     "kind",
     "call_id",
@@ -976,6 +1066,8 @@ const INSERT_COLUMNS: [&str; 20] = [
     "output_ref",
     "output_sha256",
     "content_json",
+    "origin_json",
+    "cancelled_by",
     "attempts",
     "duration_ms",
     "fetched_at",
@@ -1094,6 +1186,13 @@ mod tests {
         if let Some(digests) = &e.content_json {
             content["content"] = Value::String(digests.clone());
         }
+        // So did the origin and the canceller.
+        if let Some(origin) = &e.origin_json {
+            content["origin"] = Value::String(origin.clone());
+        }
+        if let Some(who) = &e.cancelled_by {
+            content["cancelledBy"] = Value::String(who.clone());
+        }
         let mut out = String::new();
         write_canonical(&content, &mut out);
         out
@@ -1164,5 +1263,11 @@ mod tests {
             Some(r#"[{"type":"image","mimeType":"image/png","bytes":4,"sha256":"00"}]"#.into());
         assert_eq!(e.canonical_content(), reference(&e));
         assert!(e.canonical_content().contains(r#","content":"[{\"type\""#));
+        e.origin_json = Some(r#"{"via":"mcp","client":"Claude \"D\"","version":"1"}"#.into());
+        assert_eq!(e.canonical_content(), reference(&e));
+        e.cancelled_by = Some("client".into());
+        assert_eq!(e.canonical_content(), reference(&e));
+        e.content_json = None;
+        assert_eq!(e.canonical_content(), reference(&e));
     }
 }

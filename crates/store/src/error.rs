@@ -89,6 +89,9 @@ pub enum StoreError {
     /// writer has stopped.
     #[error("{0}")]
     AuditWrite(String),
+    /// The audit checkpoint key is missing, unreadable or too short.
+    #[error("{0}")]
+    AuditKey(String),
     /// An approval is not in the state the operation needs (or an idempotency key was reused).
     #[error("{0}")]
     ApprovalState(String),
@@ -98,7 +101,9 @@ impl StoreError {
     /// The error's class.
     pub fn kind(&self) -> StoreErrorKind {
         match self {
-            Self::InvalidUrl { .. } | Self::Invalid(_) => StoreErrorKind::Invalid,
+            Self::InvalidUrl { .. } | Self::Invalid(_) | Self::AuditKey(_) => {
+                StoreErrorKind::Invalid
+            }
             Self::Open { .. }
             | Self::Migrate { .. }
             | Self::Database { .. }

@@ -74,6 +74,7 @@ impl ApprovalHandler for DurableApproval {
                 reason: request.reason.map(str::to_owned),
                 idempotency_key: request.idempotency_key.map(str::to_owned),
                 ttl: self.ttl,
+                origin: request.origin.cloned(),
             };
             match self.store.request_approval(new).await {
                 Ok((approval, created)) => {
@@ -164,6 +165,8 @@ pub async fn run_approved(
     let mut request = CallRequest::new(approval.tool.clone(), approval.arguments.clone())
         .principal(principal)
         .approval(Arc::new(BoundApproval::new(approval.clone())));
+    // The call runs with the origin it was asked from, not the approver's.
+    request.origin.clone_from(&approval.origin);
     if let Ok(call_id) = CallId::parse(&approval.call_id) {
         request = request.call_id(call_id);
     }

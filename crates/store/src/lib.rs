@@ -27,8 +27,9 @@
 //! [`AuditObserver`]; the outcome of a call that finished just before a crash may be lost, its
 //! `started` entry is not. Entries are never updated, only appended, and form a SHA-256 hash chain
 //! ([`Store::verify`]): editing or deleting a row breaks the chain at that row (and outputs kept
-//! apart are covered through their SHA-256). The one change the chain alone cannot show is the
-//! removal of the newest entries; compare the entry count with an earlier verification for that.
+//! apart are covered through their SHA-256). The removal of the newest entries (or of all of them)
+//! leaves a valid chain; signed checkpoints of the head, kept in the database and in a file
+//! outside it, show it (see [`AuditAnchor`] and [`Store::verify`]).
 //!
 //! # Concurrency
 //!
@@ -51,6 +52,7 @@
 
 mod approvals;
 mod audit;
+mod checkpoint;
 mod definitions;
 mod error;
 mod events;
@@ -83,6 +85,10 @@ pub use approvals::{
 };
 pub use audit::{
     AuditCall, AuditQuery, AuditRecord, AuditStart, BrokenLink, ContentDigest, VerifyReport,
+};
+pub use checkpoint::{
+    AuditAnchor, AuditKey, Checkpoint, CheckpointProblem, CheckpointProblemKind, CheckpointSource,
+    CutTail, suffixed,
 };
 pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
@@ -127,6 +133,8 @@ pub(crate) struct Inner {
     pub(crate) shutdown: CancellationToken,
     /// The audit log's group-commit writer (see `audit::AuditWriter`).
     pub(crate) audit_writer: audit::AuditWriter,
+    /// Signs and keeps checkpoints of the chain's head; `None` without a key.
+    pub(crate) checkpoints: Option<checkpoint::Checkpointer>,
 }
 
 impl Drop for Inner {
@@ -202,11 +210,23 @@ pub(crate) const LOCK_DEFINITIONS: i64 = 0x7467_0001;
 pub(crate) const LOCK_AUDIT: i64 = 0x7467_0002;
 
 impl Store {
-    /// Opens (creating if needed) the database and applies pending migrations.
+    /// Opens (creating if needed) the database and applies pending migrations, with the default
+    /// audit anchor ([`AuditAnchor::for_url`]: for SQLite a key file and a checkpoint file next
+    /// to the database, created when missing; for PostgreSQL none).
     ///
     /// SQLite: creates the parent directories and the file; WAL journal, `synchronous = FULL`,
     /// foreign keys on, a 30 s busy timeout. PostgreSQL: creates `options.pg_schema` if given.
     pub async fn open(url: &DbUrl, options: &StoreOptions) -> Result<Store, StoreError> {
+        Self::open_with(url, options, &AuditAnchor::for_url(url)).await
+    }
+
+    /// Like [`Store::open`], with the audit log's checkpoints signed by `anchor`'s key and kept
+    /// in its checkpoint file (see [`Store::verify`]).
+    pub async fn open_with(
+        url: &DbUrl,
+        options: &StoreOptions,
+        anchor: &AuditAnchor,
+    ) -> Result<Store, StoreError> {
         let (pool, channel) = match url {
             DbUrl::Sqlite(path) => (Pool::Sqlite(open_sqlite(url, path).await?), String::new()),
             DbUrl::Postgres(raw) => {
@@ -219,6 +239,8 @@ impl Store {
                 (Pool::Postgres(pool), channel)
             }
         };
+        // After the database: its errors name the path and the fix first.
+        let checkpoints = checkpoint::Checkpointer::new(anchor)?;
         let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
         let (listening, _) = watch::channel(false);
         let (audit_writer, audit_jobs) = audit::AuditWriter::new();
@@ -233,9 +255,13 @@ impl Store {
                 listening,
                 shutdown: CancellationToken::new(),
                 audit_writer,
+                checkpoints,
             }),
         };
         audit::AuditWriter::spawn(Arc::downgrade(&store.inner), audit_jobs);
+        if let Some(checkpoints) = &store.inner.checkpoints {
+            checkpoints.spawn(Arc::downgrade(&store.inner), store.inner.shutdown.clone());
+        }
         Ok(store)
     }
 
@@ -253,6 +279,8 @@ impl Store {
     pub async fn close(&self) {
         if let Err(e) = self.flush_audit().await {
             tracing::error!(error = %e, "audit entries could not be written before closing");
+        } else if let Err(e) = self.checkpoint_audit().await {
+            tracing::error!(error = %e, "the audit checkpoint could not be written before closing");
         }
         self.inner.shutdown.cancel();
         on_pool!(self, p => p.close().await);
@@ -300,6 +328,16 @@ macro_rules! scripts {
                 6,
                 "audit_content",
                 include_str!(concat!($dir, "/0006_audit_content.sql")),
+            ),
+            (
+                7,
+                "audit_checkpoints",
+                include_str!(concat!($dir, "/0007_audit_checkpoints.sql")),
+            ),
+            (
+                8,
+                "call_origin",
+                include_str!(concat!($dir, "/0008_call_origin.sql")),
             ),
         ]
     };

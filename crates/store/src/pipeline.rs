@@ -106,7 +106,9 @@ impl AuditObserver {
 impl CallObserver for AuditObserver {
     fn on_call<'a>(&'a self, record: &'a CallRecord<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let entry = AuditRecord::from_result(record.result, record.spec, record.principal);
+            let mut entry = AuditRecord::from_result(record.result, record.spec, record.principal);
+            entry.origin = record.origin.cloned();
+            entry.cancelled_by = record.cancelled_by.map(str::to_owned);
             // Calls that changed nothing (read-only tools, and calls refused before running)
             // are queued for the next group commit; the outcome of anything that may have had
             // an effect is committed before the caller sees it.

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use toolgate_core::{
-    CallRequest, Effect, ErrorKind, PipelineBuilder, Principal, PrincipalId, Registry, ToolBuilder,
-    ToolDefinition,
+    CallOrigin, CallRequest, Effect, ErrorKind, PipelineBuilder, Principal, PrincipalId, Registry,
+    ToolBuilder, ToolDefinition,
 };
 use toolgate_store::{
     Approval, ApprovalCursor, ApprovalStatus, DurableApproval, NewApproval, Store, StoreErrorKind,
@@ -46,6 +46,7 @@ fn new(key: Option<&str>) -> NewApproval {
         reason: Some("weekly report".into()),
         idempotency_key: key.map(str::to_owned),
         ttl: Duration::from_secs(3600),
+        origin: Some(CallOrigin::rest(Some("ci-bot"))),
     }
 }
 
@@ -61,6 +62,12 @@ async fn transitions_body(db: &TestDb) {
     assert!(created);
     assert_eq!(a.status, ApprovalStatus::Pending);
     assert!(a.id.starts_with("apr_"));
+    assert_eq!(a.origin, Some(CallOrigin::rest(Some("ci-bot"))));
+    let stored = store.approval(&a.id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.origin, a.origin,
+        "the origin is kept with the request"
+    );
     assert_eq!(
         a.arguments_sha256,
         arguments_sha256(&json!({"token": "secret", "to": "a@example.com"})),

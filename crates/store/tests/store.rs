@@ -11,8 +11,8 @@ use chrono::Utc;
 use common::{TestDb, spec, spec_of};
 use serde_json::{Value, json};
 use toolgate_core::{
-    CallId, Category, Effect, ErrorKind, Outcome, ParamType, Parameter, PipelineBuilder, Registry,
-    ToolBuilder, ToolError,
+    CallId, CallOrigin, Category, Effect, ErrorKind, Outcome, ParamType, Parameter,
+    PipelineBuilder, Registry, ToolBuilder, ToolError,
 };
 use toolgate_store::{
     AuditObserver, AuditQuery, AuditRecord, AuditStage, AuditStart, EventKind, Plan, Store,
@@ -319,6 +319,8 @@ fn record(call_id: CallId, tool: &str, outcome: Outcome) -> AuditRecord {
         output_ref: None,
         content: Vec::new(),
         recorded_at: None,
+        origin: None,
+        cancelled_by: None,
     }
 }
 
@@ -406,6 +408,39 @@ async fn audit_records_body(db: &TestDb) {
     let wire = serde_json::to_value(&all[0]).unwrap();
     assert!(wire.get("errorKind").is_some() && wire.get("data").is_none());
     assert!(store.verify().await.unwrap().ok);
+
+    // Where a call came from and who cancelled it are kept, covered by the hash chain.
+    let from_client = CallId::new();
+    let mut cancelled = record(
+        from_client,
+        "writer",
+        Outcome::Error {
+            kind: ErrorKind::Cancelled,
+            message: "Request was cancelled".into(),
+        },
+    );
+    cancelled.origin = Some(CallOrigin::mcp("Claude Desktop", "0.9.1"));
+    cancelled.cancelled_by = Some("client".into());
+    store.audit_finished(&cancelled).await.unwrap();
+    let fin = store
+        .audit_call(from_client)
+        .await
+        .unwrap()
+        .unwrap()
+        .finished
+        .unwrap();
+    assert_eq!(fin.origin, Some(CallOrigin::mcp("Claude Desktop", "0.9.1")));
+    assert_eq!(fin.cancelled_by.as_deref(), Some("client"));
+    let wire = serde_json::to_value(&fin).unwrap();
+    assert_eq!(
+        wire["origin"],
+        json!({"via": "mcp", "client": "Claude Desktop", "version": "0.9.1"})
+    );
+    assert_eq!(wire["cancelledBy"], "client");
+    assert!(store.verify().await.unwrap().ok);
+    // An entry without them has neither key.
+    let wire = serde_json::to_value(&all[0]).unwrap();
+    assert!(wire.get("origin").is_none() && wire.get("cancelledBy").is_none());
 }
 
 async fn large_output_body(db: &TestDb) {

@@ -27,6 +27,8 @@ pub struct ApprovalRequest<'a> {
     pub reason: Option<&'a str>,
     /// The caller's idempotency key, if any.
     pub idempotency_key: Option<&'a str>,
+    /// Where the call came from, when the caller said.
+    pub origin: Option<&'a crate::CallOrigin>,
 }
 
 /// An approver's answer.

@@ -67,6 +67,10 @@ pub struct CallRequest {
     pub idempotency_key: Option<String>,
     /// Why the caller wants to run it (shown to an approver).
     pub reason: Option<String>,
+    /// Where the call came from (kept in the audit log and with its approval).
+    pub origin: Option<crate::CallOrigin>,
+    /// Who cancelled the call: set by whoever fires `cancel`, just before.
+    pub cancelled_by: crate::CancelNote,
 }
 
 impl CallRequest {
@@ -90,7 +94,16 @@ impl CallRequest {
             client: None,
             idempotency_key: None,
             reason: None,
+            origin: None,
+            cancelled_by: crate::CancelNote::default(),
         }
+    }
+
+    /// Sets where the call came from.
+    #[must_use]
+    pub fn origin(mut self, origin: crate::CallOrigin) -> Self {
+        self.origin = Some(origin);
+        self
     }
 
     /// Sets the call id (a call run later under an approval keeps the id it was asked with).
@@ -267,6 +280,11 @@ pub struct CallRecord<'a> {
     /// `None` when the tool was not found.
     pub spec: Option<&'a ToolSpec>,
     pub principal: &'a Principal,
+    /// Where the call came from, when the caller said.
+    pub origin: Option<&'a crate::CallOrigin>,
+    /// Who cancelled it (see [`crate::CancelNote`]), or `timeout` for a call that ran out of
+    /// time; `None` otherwise.
+    pub cancelled_by: Option<&'a str>,
 }
 
 /// Sees every finished call: metrics, logs, the audit log, event streams.
@@ -535,10 +553,17 @@ impl Pipeline {
             span.record("toolgate.error_kind", kind.as_str());
         }
         self.record_metrics(&result, call.tool.is_some());
+        let cancelled_by = match result.error_kind() {
+            Some(crate::ErrorKind::Cancelled) => call.request.cancelled_by.get(),
+            Some(crate::ErrorKind::Timeout) => Some("timeout"),
+            _ => None,
+        };
         let record = CallRecord {
             result: &result,
             spec: call.spec(),
             principal: &call.request.principal,
+            origin: call.request.origin.as_ref(),
+            cancelled_by,
         };
         for observer in self.observers.iter() {
             let observed =

@@ -196,6 +196,7 @@ impl Stage for Approval {
                 input: &call.input,
                 reason: call.request.reason.as_deref(),
                 idempotency_key: call.request.idempotency_key.as_deref(),
+                origin: call.request.origin.as_ref(),
             };
             match handler.decide(&request).await {
                 Decision::Approved => next.run(call).await,

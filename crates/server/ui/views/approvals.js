@@ -4,7 +4,7 @@
 
 import * as api from '../api.js';
 import { h, replace, jsonBlock, facts, announce, toast, badge } from '../dom.js';
-import { when, until, label, consequenceBadge, effectBadge, statusBadge, duration } from '../format.js';
+import { when, until, label, consequenceBadge, effectBadge, statusBadge, duration, origin } from '../format.js';
 
 export async function render(page) {
   const pendingList = h('ul', { class: 'cards', id: 'pending-list', 'aria-label': 'Pending approvals' });
@@ -60,6 +60,7 @@ export async function render(page) {
         tool?.description ? h('p', { class: 'muted confirm-desc clamp', title: tool.description }, tool.description) : null,
         facts([
           ['Asked by', a.principal],
+          ['Came from', origin(a.origin)],
           ['Their reason', a.reason || null],
           ['Asked', when(a.createdAt)],
           ['Expires', h('span', null, h('time', { datetime: a.expiresAt }, `${until(a.expiresAt)}`), h('span', { class: 'muted' }, ` (${when(a.expiresAt)})`))],

@@ -3,7 +3,7 @@
 
 import * as api from '../api.js';
 import { h, replace, options, jsonBlock, facts, announce } from '../dom.js';
-import { when, duration, outcomeBadge, label } from '../format.js';
+import { when, duration, outcomeBadge, label, origin, canceller } from '../format.js';
 
 const state = { tool: '', principal: '', outcome: '' };
 const OUTCOMES = [['', 'Any outcome'], ['ok', 'Succeeded'], ['error', 'Failed (any error)'],
@@ -155,6 +155,8 @@ async function detail(page, id) {
       ['Call id', h('code', null, id)],
       ['Tool', tool ? h('a', { href: `#/tools/${tool}` }, tool) : null],
       ['Principal', f?.principal || s?.principal],
+      ['Came from', origin(f?.origin)],
+      ['Cancelled by', f?.cancelledBy ? canceller(f.cancelledBy) : null],
       ['Started', s ? when(s.fetchedAt) : null],
       ['Finished', f ? when(f.fetchedAt) : null],
       ['Attempts', f ? String(f.attempts) : null],

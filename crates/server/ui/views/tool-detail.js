@@ -92,7 +92,8 @@ export async function render(page, { name }, { navigate }) {
         ['Max output', limits.maxOutputBytes !== undefined ? bytes(limits.maxOutputBytes) : null],
         ['Isolation', limits.isolation],
         ['Max attempts', limits.maxAttempts],
-        ['Side effects allowed', def.constraints?.allow_side_effects === false ? 'no' : 'yes'],
+        // A read-only tool has no side effects to allow: the row would only mislead.
+        ['Side effects allowed', tool.effect === 'read' ? null : (def.constraints?.allow_side_effects === false ? 'no' : 'yes')],
       ]))),
     section('Permissions', (tool.requiredPermissions || []).length
       ? h('ul', { class: 'plain' }, tool.requiredPermissions.map((p) => h('li', null, h('code', null, p))))

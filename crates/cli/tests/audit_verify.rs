@@ -1,0 +1,141 @@
+//! `toolgate audit verify` shows a cut tail: calls recorded and checkpointed by the CLI, then the
+//! newest entry, all entries, and a forged checkpoint row — each reported, exit code 1.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sqlx::Connection;
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn db_path(&self) -> PathBuf {
+        self.dir.path().join("state/toolgate.db")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env(
+                "TOOLGATE_DB",
+                format!("sqlite:{}", self.db_path().display()),
+            )
+            .env("XDG_DATA_HOME", "/home/user/.local/share")
+            .env_remove("TOOLGATE_CONFIG")
+            .env_remove("TOOLGATE_AUDIT_KEY")
+            .env_remove("TOOLGATE_LOG")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    }
+
+    /// `audit verify`: its exit code and standard output, the sandbox path replaced.
+    fn verify(&self) -> (i32, String) {
+        let out = self.run(&["audit", "verify"]);
+        let text = String::from_utf8(out.stdout)
+            .unwrap()
+            .replace(&self.dir.path().display().to_string(), "[SANDBOX]");
+        (out.status.code().unwrap(), text)
+    }
+
+    fn sql(&self, sql: &'static str) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(self.db_path());
+            let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+            conn.close().await.unwrap();
+        });
+    }
+}
+
+fn call(sb: &Sandbox, expression: &str) {
+    let args = format!(r#"{{"expression": "{expression}"}}"#);
+    let out = sb.run(&["call", "calculator", "--args", &args]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn audit_verify_reports_a_cut_tail_with_the_missing_range() {
+    let sb = Sandbox::new();
+    for e in ["1 + 1", "2 * 3", "10 / 4", "7 - 9"] {
+        call(&sb, e);
+    }
+    let key = sb.dir.path().join("state/toolgate.db.audit-key");
+    assert!(key.exists(), "the key is generated next to the database");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "only the owner may read the key");
+    }
+    assert!(Path::new(&format!("{}.audit-checkpoint", sb.db_path().display())).exists());
+
+    let mut transcript = String::new();
+    let mut step = |title: &str, sb: &Sandbox, expected: i32| {
+        let (code, text) = sb.verify();
+        assert_eq!(code, expected, "{title}: {text}");
+        transcript.push_str(&format!(
+            "$ toolgate audit verify   # {title} (exit {code})\n{text}\n"
+        ));
+    };
+    step("intact", &sb, 0);
+    sb.sql("DELETE FROM audit_log WHERE seq = (SELECT MAX(seq) FROM audit_log)");
+    step("the newest entry deleted", &sb, 1);
+    sb.sql("DELETE FROM audit_log WHERE seq > 1");
+    step("all but the first deleted", &sb, 1);
+    sb.sql("DELETE FROM audit_log");
+    sb.sql("DELETE FROM audit_checkpoints");
+    step("every entry and every checkpoint row deleted", &sb, 1);
+    sb.sql(
+        "INSERT INTO audit_checkpoints (seq, hash, at, mac) VALUES (9, \
+         '0000000000000000000000000000000000000000000000000000000000000000', \
+         '2026-11-26T00:00:00.000000Z', 'ffff')",
+    );
+    step("a forged checkpoint row added", &sb, 1);
+    insta::assert_snapshot!(transcript);
+}
+
+#[test]
+fn postgres_without_a_checkpoint_key_is_refused_naming_the_settings() {
+    // PostgreSQL without a key is refused before connecting, naming the settings.
+    let sb = Sandbox::new();
+    let out = Command::new(BIN)
+        .args(["audit", "verify"])
+        .current_dir(sb.dir.path())
+        .env("TOOLGATE_DB", "postgres://nobody@127.0.0.1:1/none")
+        .env_remove("TOOLGATE_CONFIG")
+        .env_remove("TOOLGATE_AUDIT_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[audit] key_file") && err.contains("TOOLGATE_AUDIT_KEY"),
+        "{err}"
+    );
+}
