@@ -37,7 +37,7 @@ echo "==> building the conformance fixture"
 cargo build --quiet --release -p toolgate-examples --example conformance
 
 echo "==> interop tests (mcp $("$py" -c 'from importlib.metadata import version; print(version("mcp"))'))"
-export TOOLGATE_CONFORMANCE_BIN="$PWD/target/release/examples/conformance"
+export TOOLGATE_CONFORMANCE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/conformance"
 export PYTHONDONTWRITEBYTECODE=1
 # The hard limit only matters if something hangs; the suite takes well under a minute.
 exec timeout -k 10 300 "$py" -m pytest tests/interop/test_python_sdk.py \

@@ -6,6 +6,7 @@
 //! the built binary with `--stdio`. The built-in tools are served too (files jailed to a temp dir).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -15,6 +16,9 @@ use toolgate_core::{
 };
 use toolgate_server::{Gateway, GatewayOptions};
 use toolgate_store::{DbUrl, Store, StoreOptions};
+
+/// How many times `test_confirmed_action` has run (its side effect, checked by the interop tests).
+static CONFIRMED_RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// A 1×1 PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -244,7 +248,17 @@ fn tools() -> Vec<Arc<dyn Tool>> {
                 .description("What to change")
                 .required(),
         )
-        .handler(|args, _| async move { Ok(json!({ "done": args["what"] })) }),
+        .handler(|args, _| async move {
+            CONFIRMED_RUNS.fetch_add(1, Ordering::SeqCst);
+            Ok(json!({ "done": args["what"] }))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_confirmed_action_runs",
+            "How many times test_confirmed_action has run in this server, for testing that a refused confirmation runs nothing.",
+        )
+        .handler(|_, _| async { Ok(json!({ "runs": CONFIRMED_RUNS.load(Ordering::SeqCst) })) }),
     ));
     tools.push(Arc::new(
         tool("json_schema_2020_12_tool", "Takes a JSON Schema 2020-12 input with $defs, for testing schema fidelity.")

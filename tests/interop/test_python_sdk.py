@@ -12,7 +12,12 @@ SDK's own client, over stdio and over Streamable HTTP:
    `notifications/cancelled`) stops the work on the server promptly;
 6. (HTTP) progress notifications reach the call's progress callback;
 7. (HTTP) a tool created and deleted over the REST API makes the server send
-   `notifications/tools/list_changed` to the open session.
+   `notifications/tools/list_changed` to the open session;
+8. a tool that requires confirmation asks through elicitation (accept, decline, cancel), or
+   waits as a named approval for a client without elicitation;
+9. consent is explicit: an accept with `{}`, `approve: false`, `"true"` or `1` runs nothing (a
+   counted side effect and a file write stay undone, the result is `rejected` and says why);
+   only `approve: true` runs the call, exactly once.
 
 Run through scripts/interop.sh, which installs the pinned SDK into a venv and builds the binary.
 The binary is taken from $TOOLGATE_CONFORMANCE_BIN, else target/release/examples/conformance.
@@ -677,5 +682,65 @@ def test_confirmation_without_elicitation_waits_as_a_named_approval(server: Serv
         assert isinstance(approval, str) and approval.startswith("apr_"), result
         assert approval in texts(result), texts(result)
         assert f"/v1/approvals/{approval}/approve" in texts(result), texts(result)
+
+    run(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. consent is explicit: only an accept with approve: true (the JSON boolean) runs the call
+
+CONSENT_ANSWERS = [
+    # (label, content of the client's accept, whether the call runs, words the refusal names)
+    ("empty", {}, False, ["without approve: true"]),
+    ("approve-false", {"approve": False}, False, ["approve: false"]),
+    ("approve-string", {"approve": "true"}, False, ["not the boolean true"]),
+    ("approve-one", {"approve": 1}, False, ["not the boolean true"]),
+    ("approve-true", {"approve": True}, True, []),
+]
+
+
+@pytest.mark.parametrize(
+    "content,runs,words", [a[1:] for a in CONSENT_ANSWERS], ids=[a[0] for a in CONSENT_ANSWERS]
+)
+def test_consent_is_explicit(server: Server, content: dict[str, Any], runs: bool, words: list[str]) -> None:
+    asked: list[Any] = []
+
+    async def on_elicit(_context: Any, params: Any) -> Any:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content=content)
+
+    async def body() -> None:
+        async with session_for(server, elicitation_callback=on_elicit) as (session, _):
+            # A tool with a side effect we can count ...
+            result = await session.call_tool("test_confirmed_action", {"what": "the thing"})
+            counted = await session.call_tool("test_confirmed_action_runs", {})
+            # ... and a real one: a file written (or not) under the fixture's root.
+            path = "consent/written.txt"  # each test has its own server and root
+            written = await session.call_tool("write_file", {"path": path, "content": "written by consent"})
+            read = await session.call_tool("read_file", {"path": path})
+
+        assert len(asked) == 2, f"expected two elicitation/create (one per confirmed call), got {asked!r}"
+        for params in asked:
+            schema = getattr(params, "requested_schema", None) or {}
+            approve = (schema.get("properties") or {}).get("approve")
+            assert isinstance(approve, dict) and approve.get("type") == "boolean", schema
+            assert "default" not in approve, f"the approve field has a default: {approve!r}"
+            assert "approve" in (schema.get("required") or []), schema
+        assert counted.is_error is False, texts(counted)
+        if runs:
+            assert result.is_error is False, texts(result)
+            assert result.structured_content == {"done": "the thing"}, result
+            assert counted.structured_content == {"runs": 1}, f"ran {counted.structured_content!r} times, not once"
+            assert written.is_error is False, texts(written)
+            assert read.is_error is False and "written by consent" in texts(read), texts(read)
+        else:
+            for refused in (result, written):
+                assert refused.is_error is True, f"accept with {content!r} ran the call: {texts(refused)}"
+                assert _error_kind(refused) == "rejected", refused
+                message = texts(refused)
+                absent = [w for w in words if w not in message]
+                assert not absent, f"the refusal {message!r} does not say {absent}"
+            assert counted.structured_content == {"runs": 0}, f"accept with {content!r}: {counted.structured_content!r}"
+            assert read.is_error is True, f"accept with {content!r} wrote the file: {texts(read)}"
 
     run(body)

@@ -418,8 +418,12 @@ fn terminal_prompt_answers_yes_and_no() {
         return;
     }
     let sb = Sandbox::new();
-    for (answer, should_write) in [("y", true), ("n", false)] {
-        let file = format!("prompt_{answer}.txt");
+    // Enter alone takes the prompt's default, which is No.
+    for (answer, should_write) in [("y", true), ("n", false), ("", false)] {
+        let file = format!(
+            "prompt_{}.txt",
+            if answer.is_empty() { "enter" } else { answer }
+        );
         let cmd =
             format!("{BIN} call write_file --args '{{\"path\": \"{file}\", \"content\": \"x\"}}'");
         let out = Command::new("script")

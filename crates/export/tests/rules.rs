@@ -182,7 +182,7 @@ fn gemini_output_stays_inside_the_documented_subset() {
                 "exact": {"const": 4},
                 "pair": {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "string"}},
                 "limit": {"type": "integer", "exclusiveMaximum": 10},
-                "opt": {"type": ["object", "null"], "properties": {"a": {"type": "string"}}, "required": ["a", "b"]}
+                "opt": {"type": ["object", "null"], "properties": {"a": {"type": "string"}}, "required": ["a"]}
             },
             "anyOf": [{"required": ["item"]}, {"required": ["maybe"]}]
         }),

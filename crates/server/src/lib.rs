@@ -10,6 +10,7 @@ mod envelope;
 mod error;
 mod events;
 mod mcp;
+mod mcp_session_owner;
 mod mcp_sessions;
 mod metrics;
 mod openapi;

@@ -35,6 +35,7 @@ use crate::Gateway;
 use crate::auth::Caller;
 use crate::error::ServerError;
 use crate::mcp_sessions::{BoundedSessions, ListChangedSubscription};
+use crate::mcp_session_owner::SessionOwners;
 
 pub use toolgate_export::GOVERNANCE_META_KEY;
 
@@ -549,42 +550,57 @@ impl ApprovalHandler for ElicitApproval {
                 spec.consequence(),
                 request.arguments
             );
-            let schema = json!({
-                "type": "object",
-                "properties": {
-                    "approve": {
-                        "type": "boolean",
-                        "title": "Run this call",
-                        "description": "Tick to let the call run",
-                        "default": true
-                    }
-                },
-                "required": ["approve"]
-            });
-            match self.bridge.elicit(message, schema).await {
-                Ok(ElicitAnswer::Accept(values)) => {
-                    if values.get("approve") == Some(&Value::Bool(false)) {
-                        Decision::Denied {
-                            reason: Some("the MCP client's user unticked approve".into()),
-                        }
-                    } else {
-                        Decision::Approved
-                    }
-                }
-                Ok(ElicitAnswer::Decline) => Decision::Denied {
-                    reason: Some("the MCP client's user declined".into()),
-                },
-                Ok(ElicitAnswer::Cancel) => Decision::Denied {
-                    reason: Some("the MCP client's user dismissed the request".into()),
-                },
-                Err(e) => Decision::Unanswered {
-                    hint: format!(
-                        "asking the MCP client's user failed ({}); retry, or approve the call where a person can confirm it",
-                        e.message()
-                    ),
-                },
-            }
+            let answer = self.bridge.elicit(message, approval_form()).await;
+            elicited_decision(answer)
         })
+    }
+}
+
+/// The confirmation form: one required boolean, `approve`, with no default, so that a client
+/// which fills in defaults or accepts forms unseen does not approve anything.
+fn approval_form() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "approve": {
+                "type": "boolean",
+                "title": "Run this call",
+                "description": "Tick to let the call run; leave unticked to refuse it"
+            }
+        },
+        "required": ["approve"]
+    })
+}
+
+/// What the client's answer to the confirmation form decides. Consent is explicit: only an
+/// `accept` whose content has `approve` set to the JSON boolean `true` approves; an accept
+/// with no `approve`, with `false` or with anything else (`"true"`, `1`), a decline and a
+/// cancel are refusals that say why. A failed request leaves the call unanswered.
+fn elicited_decision(answer: Result<ElicitAnswer, ToolError>) -> Decision {
+    let denied = |reason: String| Decision::Denied {
+        reason: Some(reason),
+    };
+    match answer {
+        Ok(ElicitAnswer::Accept(values)) => match values.get("approve") {
+            Some(Value::Bool(true)) => Decision::Approved,
+            Some(Value::Bool(false)) => denied(
+                "not approved: the confirmation form came back with approve: false".into(),
+            ),
+            None => denied(
+                "not approved: the confirmation form came back without approve: true (the MCP client accepted it with no approve field); only an explicit approve: true runs the call".into(),
+            ),
+            Some(other) => denied(format!(
+                "not approved: the confirmation form came back with approve: {other}, not the boolean true; only an explicit approve: true runs the call"
+            )),
+        },
+        Ok(ElicitAnswer::Decline) => denied("the MCP client's user declined".into()),
+        Ok(ElicitAnswer::Cancel) => denied("the MCP client's user dismissed the request".into()),
+        Err(e) => Decision::Unanswered {
+            hint: format!(
+                "asking the MCP client's user failed ({}); retry, or approve the call where a person can confirm it",
+                e.message()
+            ),
+        },
     }
 }
 
@@ -622,17 +638,33 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
         Arc::new(sessions.clone()),
         config,
     ));
+    // Each session answers only the principal that opened it (see mcp_session_owner).
+    let owners = Arc::new(SessionOwners::default());
     // Shared behind an Arc and called through `handle`: axum clones a route's service for every
     // request and rmcp's own `Service::call` clones it again, its config (the host and origin
     // allow-lists) included.
     let mcp = axum::routing::any(move |request: axum::extract::Request| {
         let service = Arc::clone(&service);
+        let owners = Arc::clone(&owners);
         let sessions = sessions.clone();
         async move {
-            sessions
-                .admit(request, |request| async move {
-                    service.handle(request).await.into_response()
-                })
+            let live = |id: String| {
+                let sessions = sessions.clone();
+                async move { sessions.holds(&id) }
+            };
+            let admitting = sessions.clone();
+            owners
+                .serve(
+                    request,
+                    |request| async move {
+                        admitting
+                            .admit(request, |request| async move {
+                                service.handle(request).await.into_response()
+                            })
+                            .await
+                    },
+                    live,
+                )
                 .await
         }
     });
@@ -663,4 +695,181 @@ pub(crate) async fn serve_stdio(
         .await
         .map_err(|e| ServerError::Internal(format!("MCP over stdio stopped: {e}")))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn accept(content: Value) -> Result<ElicitAnswer, ToolError> {
+        match content {
+            Value::Object(map) => Ok(ElicitAnswer::Accept(map)),
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    fn reason(decision: Decision) -> String {
+        match decision {
+            Decision::Denied { reason: Some(r) } => r,
+            other => panic!("expected a refusal with a reason, got {other:?}"),
+        }
+    }
+
+    /// One MCP session over an in-memory pipe, driven with raw JSON-RPC lines by a client that
+    /// declares elicitation and answers the confirmation form with `accept` and `content`.
+    /// Returns the `tools/call` result and how many times the tool ran.
+    async fn call_confirmed(content: Value) -> (Value, u64) {
+        use std::sync::atomic::AtomicU64;
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = toolgate_store::Store::open(
+            &toolgate_store::DbUrl::Sqlite(dir.path().join("t.db")),
+            &toolgate_store::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        let runs = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&runs);
+        let tool =
+            toolgate_core::ToolBuilder::new("confirmed_write", "Counts its runs; for tests.")
+                .effect(toolgate_core::Effect::Write)
+                .requires_confirmation(true)
+                .handler(move |_, _| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    async { Ok(json!({ "written": true })) }
+                });
+        let registry = Arc::new(toolgate_core::Registry::new());
+        registry.register_all(vec![Arc::new(tool)], false).unwrap();
+        let gw = Gateway::new(registry, store, crate::GatewayOptions::default()).unwrap();
+        let caller = Arc::new(Caller {
+            principal: Arc::new(toolgate_core::Principal::local()),
+            plan: gw.options().plan.clone(),
+        });
+
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let handler = McpHandler::new(Arc::clone(&gw), Some(caller));
+        let stop = CancellationToken::new();
+        let server_stop = stop.clone();
+        let server = tokio::spawn(async move {
+            if let Ok(running) = handler
+                .serve_with_ct(tokio::io::split(server_io), server_stop)
+                .await
+            {
+                let _ = running.waiting().await;
+            }
+        });
+        let (read, mut write) = tokio::io::split(client_io);
+        let mut lines = BufReader::new(read).lines();
+        let mut send = async |message: Value| {
+            let mut line = message.to_string();
+            line.push('\n');
+            write.write_all(line.as_bytes()).await.unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "consent-test", "version": "1"}
+            }}),
+        )
+        .await;
+        let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(init["id"], 1, "{init}");
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "confirmed_write", "arguments": {}}}))
+        .await;
+        let mut asked = 0;
+        let result = loop {
+            let line = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+                .await
+                .expect("the server answers within 10 s")
+                .unwrap()
+                .expect("the server keeps the pipe open");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["method"] == "elicitation/create" {
+                asked += 1;
+                let approve = &message["params"]["requestedSchema"]["properties"]["approve"];
+                assert!(approve.get("default").is_none(), "{message}");
+                send(json!({"jsonrpc": "2.0", "id": message["id"],
+                    "result": {"action": "accept", "content": content}}))
+                .await;
+            } else if message["id"] == 2 {
+                break message["result"].clone();
+            }
+        };
+        assert_eq!(asked, 1, "one confirmation form per call");
+        stop.cancel();
+        let _ = server.await;
+        (result, runs.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn over_mcp_only_approve_true_runs_the_call_once() {
+        for content in [
+            json!({}),
+            json!({"approve": false}),
+            json!({"approve": "true"}),
+        ] {
+            let (result, runs) = call_confirmed(content.clone()).await;
+            assert_eq!(runs, 0, "accept with {content} ran the tool: {result}");
+            assert_eq!(result["isError"], true, "{content}: {result}");
+            assert_eq!(
+                result["_meta"][RESULT_META_KEY]["errorKind"], "rejected",
+                "{content}: {result}"
+            );
+            let text = result["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains("not approved"), "{content}: {text}");
+        }
+        let (result, runs) = call_confirmed(json!({"approve": true})).await;
+        assert_eq!(runs, 1, "{result}");
+        assert_eq!(result["isError"], false, "{result}");
+        assert_eq!(result["structuredContent"], json!({"written": true}));
+    }
+
+    #[test]
+    fn the_approval_form_has_no_default_that_approves() {
+        let form = approval_form();
+        let approve = &form["properties"]["approve"];
+        assert_eq!(approve["type"], "boolean");
+        assert!(
+            approve.get("default").is_none(),
+            "the approve field must have no default: {approve}"
+        );
+        assert_eq!(form["required"], json!(["approve"]));
+        // rmcp accepts it as a form schema.
+        serde_json::from_value::<ElicitRequestParams>(json!({
+            "mode": "form",
+            "message": "m",
+            "requestedSchema": form,
+        }))
+        .unwrap();
+    }
+
+    #[test]
+    fn only_an_explicit_boolean_true_approves() {
+        assert!(matches!(
+            elicited_decision(accept(json!({"approve": true}))),
+            Decision::Approved
+        ));
+        let empty = reason(elicited_decision(accept(json!({}))));
+        assert!(empty.contains("without approve: true"), "{empty}");
+        let no = reason(elicited_decision(accept(json!({"approve": false}))));
+        assert!(no.contains("approve: false"), "{no}");
+        for other in [json!("true"), json!(1), json!(null), json!([true])] {
+            let r = reason(elicited_decision(accept(json!({ "approve": other }))));
+            assert!(r.contains("not the boolean true"), "{other}: {r}");
+        }
+        // Other fields do not stand in for approve.
+        let r = reason(elicited_decision(accept(json!({"ok": true, "yes": true}))));
+        assert!(r.contains("without approve: true"), "{r}");
+        assert!(reason(elicited_decision(Ok(ElicitAnswer::Decline))).contains("declined"));
+        assert!(reason(elicited_decision(Ok(ElicitAnswer::Cancel))).contains("dismissed"));
+        assert!(matches!(
+            elicited_decision(Err(ToolError::execution("gone"))),
+            Decision::Unanswered { .. }
+        ));
+    }
 }

@@ -296,6 +296,12 @@ impl BoundedSessions {
     }
 
     /// How many sessions are awake and asleep.
+    /// Whether the session is still held (awake or asleep), without counting as activity: the
+    /// session-owner table asks this to forget ended sessions.
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        self.shared.table().entries.contains_key(id)
+    }
+
     pub(crate) fn counts(&self) -> SessionCounts {
         let table = self.shared.table();
         let mut counts = SessionCounts::default();
