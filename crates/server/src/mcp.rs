@@ -34,8 +34,8 @@ use toolgate_export::{ExportFormat, ExportOptions};
 use crate::Gateway;
 use crate::auth::Caller;
 use crate::error::ServerError;
-use crate::mcp_sessions::{BoundedSessions, ListChangedSubscription};
 use crate::mcp_session_owner::SessionOwners;
+use crate::mcp_sessions::{BoundedSessions, ListChangedSubscription};
 
 pub use toolgate_export::GOVERNANCE_META_KEY;
 
