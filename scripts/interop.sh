@@ -10,28 +10,10 @@ cd "$(dirname "$0")/.."
 
 venv="target/interop-venv"
 requirements="tests/interop/requirements.txt"
-py="$venv/bin/python"
 
-if [ ! -x "$py" ]; then
-  echo "==> creating $venv"
-  python3 -m venv "$venv"
-fi
-# Reinstall only when the pinned versions are not what the venv has.
-if ! "$py" - "$requirements" <<'PY' >/dev/null 2>&1
-import sys
-from importlib.metadata import version
-for line in open(sys.argv[1]):
-    line = line.split("#", 1)[0].strip()
-    if line:
-        name, pinned = line.split("==")
-        if version(name) != pinned:
-            sys.exit(1)
-import mcp, pytest  # noqa: E401,F401  importable, not just recorded
-PY
-then
-  echo "==> installing $(grep -v '^#' "$requirements" | tr '\n' ' ')into $venv"
-  "$py" -m pip install -q --disable-pip-version-check -r "$requirements" </dev/null
-fi
+# shellcheck source=scripts/venv.sh
+source scripts/venv.sh
+pinned_venv "$venv" "$requirements" mcp pytest
 
 echo "==> building the conformance fixture"
 cargo build --quiet --release -p toolgate-examples --example conformance

@@ -12,30 +12,12 @@ cd "$(dirname "$0")/.."
 venv="target/schemathesis-venv"
 requirements="tests/schemathesis/requirements.txt"
 config="tests/schemathesis/schemathesis.toml"
-py="$venv/bin/python"
 modes=("$@")
 if [ "${#modes[@]}" -eq 0 ]; then modes=(local principals); fi
 
-if [ ! -x "$py" ]; then
-  echo "==> creating $venv"
-  python3 -m venv "$venv"
-fi
-# Reinstall only when the pinned versions are not what the venv has (offline once installed).
-if ! "$py" - "$requirements" <<'PY' >/dev/null 2>&1
-import sys
-from importlib.metadata import version
-for line in open(sys.argv[1]):
-    line = line.split("#", 1)[0].strip()
-    if line:
-        name, pinned = line.split("==")
-        if version(name) != pinned:
-            sys.exit(1)
-import schemathesis  # noqa: F401  importable, not just recorded
-PY
-then
-  echo "==> installing $(grep -v '^#' "$requirements" | tr '\n' ' ')into $venv"
-  "$py" -m pip install -q --disable-pip-version-check -r "$requirements" </dev/null
-fi
+# shellcheck source=scripts/venv.sh
+source scripts/venv.sh
+pinned_venv "$venv" "$requirements" schemathesis
 
 work="$(mktemp -d)"
 # A private copy: another build sharing the target directory cannot swap it mid-run.

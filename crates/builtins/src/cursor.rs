@@ -42,8 +42,8 @@ pub(crate) fn encode(tool: &str, scope: Map<String, Value>, position: Value) -> 
     let check = check(payload.as_bytes());
     format!(
         "{}.{}",
-        base64url(payload.as_bytes()),
-        base64url(&check[..CHECK_BYTES])
+        crate::base64::url(payload.as_bytes()),
+        crate::base64::url(&check[..CHECK_BYTES])
     )
 }
 
@@ -69,8 +69,8 @@ pub(crate) fn decode(tool: &str, raw: &str) -> Result<Cursor, ToolError> {
         return Err(garbage());
     }
     let (body, sum) = raw.split_once('.').ok_or_else(garbage)?;
-    let payload = unbase64url(body).ok_or_else(garbage)?;
-    let sum = unbase64url(sum).ok_or_else(garbage)?;
+    let payload = crate::base64::decode_url(body).ok_or_else(garbage)?;
+    let sum = crate::base64::decode_url(sum).ok_or_else(garbage)?;
     if sum.as_slice() != &check(&payload)[..CHECK_BYTES] {
         return Err(garbage());
     }
@@ -165,51 +165,6 @@ pub(crate) fn digest_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-const URL_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// base64url without padding (RFC 4648 §5).
-fn base64url(bytes: &[u8]) -> String {
-    let symbol = |n: u32, shift: u32| char::from(URL_ALPHABET[((n >> shift) & 63) as usize]);
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
-        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
-        out.push(symbol(n, 18));
-        out.push(symbol(n, 12));
-        if chunk.len() > 1 {
-            out.push(symbol(n, 6));
-        }
-        if chunk.len() > 2 {
-            out.push(symbol(n, 0));
-        }
-    }
-    out
-}
-
-/// Decodes unpadded base64url; `None` for any other text (including non-canonical trailing
-/// bits, so one token has exactly one spelling).
-fn unbase64url(text: &str) -> Option<Vec<u8>> {
-    let value = |c: u8| URL_ALPHABET.iter().position(|&a| a == c).map(|v| v as u32);
-    let bytes = text.as_bytes();
-    if bytes.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3 + 2);
-    for chunk in bytes.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= value(c)? << (18 - 6 * i);
-        }
-        let produced = chunk.len() - 1;
-        let unused_bits = (8 * (3 - produced)) as u32;
-        if n & ((1 << unused_bits) - 1) != 0 {
-            return None;
-        }
-        out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8][..produced]);
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -226,16 +181,20 @@ mod tests {
     fn base64url_round_trips_and_refuses_other_text() {
         for len in 0..40 {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
-            let text = base64url(&bytes);
+            let text = crate::base64::url(&bytes);
             assert!(!text.contains(['+', '/', '=']), "{text}");
-            assert_eq!(unbase64url(&text), Some(bytes));
+            assert_eq!(crate::base64::decode_url(&text), Some(bytes));
         }
-        assert_eq!(base64url(b"foobar"), "Zm9vYmFy");
-        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
-        assert_eq!(unbase64url("Zm9v+"), None);
-        assert_eq!(unbase64url("Zg=="), None);
-        assert_eq!(unbase64url("Zh"), None, "non-zero unused bits");
-        assert_eq!(unbase64url("Z"), None);
+        assert_eq!(crate::base64::url(b"foobar"), "Zm9vYmFy");
+        assert_eq!(crate::base64::url(&[0xfb, 0xff]), "-_8");
+        assert_eq!(crate::base64::decode_url("Zm9v+"), None);
+        assert_eq!(crate::base64::decode_url("Zg=="), None);
+        assert_eq!(
+            crate::base64::decode_url("Zh"),
+            None,
+            "non-zero unused bits"
+        );
+        assert_eq!(crate::base64::decode_url("Z"), None);
     }
 
     #[test]
@@ -254,7 +213,7 @@ mod tests {
         let token = encode("read_file", scope("a.txt"), json!(2001));
         let (body, sum) = token.split_once('.').unwrap();
         // The same structure with another position, but the old check.
-        let forged_body = base64url(
+        let forged_body = crate::base64::url(
             json!({"v": 1, "t": "read_file", "s": scope("a.txt"), "p": 1})
                 .to_string()
                 .as_bytes(),

@@ -228,7 +228,7 @@ fn read(jail: &Jail, given: &str, encoding: Encoding, page: Page) -> Result<Valu
             })?;
             read_lines(given, &text, size, page)
         }
-        Encoding::Base64 => Ok(json!({ "content": base64(&bytes), "size": size })),
+        Encoding::Base64 => Ok(json!({ "content": crate::base64::standard(&bytes), "size": size })),
     }
 }
 
@@ -342,22 +342,6 @@ fn open_read(path: &Path) -> io::Result<File> {
 #[cfg(not(unix))]
 fn open_read(path: &Path) -> io::Result<File> {
     OpenOptions::new().read(true).open(path)
-}
-
-/// Standard base64 (RFC 4648, with padding).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let symbol = |n: u32, shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
-        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
-        out.push(symbol(n, 18));
-        out.push(symbol(n, 12));
-        out.push(if chunk.len() > 1 { symbol(n, 6) } else { '=' });
-        out.push(if chunk.len() > 2 { symbol(n, 0) } else { '=' });
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -795,23 +779,6 @@ fn delete(jail: &Jail, given: &str) -> Result<Value, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648_vectors() {
-        let cases = [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(base64(input.as_bytes()), want, "{input:?}");
-        }
-        assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
-    }
 
     #[test]
     fn encodings_parse_case_insensitively() {

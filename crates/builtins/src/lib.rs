@@ -15,6 +15,7 @@
 //! for missing files.
 
 mod args;
+mod base64;
 mod calculator;
 mod cursor;
 mod error;
