@@ -110,8 +110,16 @@ class Server:
             TOOLGATE_LOG="warn",
             CRASH_GEN=str(self.gen),
         )
-        cmd = [
-            str(self.binary),
+        cmd = [str(self.binary)]
+        if self.db_url.startswith("postgres"):
+            # PostgreSQL's audit needs a checkpoint key kept outside the database: one per
+            # database (so one round's checkpoints never judge another round's fresh log),
+            # the same across this round's restarts.
+            name = self.db_url.rsplit("/", 1)[-1]
+            config = self.workdir / f"{name}.toml"
+            config.write_text(f'[audit]\nkey_file = "{self.workdir / (name + ".audit-key")}"\n')
+            cmd += ["--config", str(config)]
+        cmd += [
             "--db", self.db_url,
             "--tools-dir", str(self.tools_dir),
             "serve", "--http", f"127.0.0.1:{self.port}",
