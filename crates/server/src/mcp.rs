@@ -34,7 +34,6 @@ use toolgate_export::{ExportFormat, ExportOptions};
 use crate::Gateway;
 use crate::auth::Caller;
 use crate::error::ServerError;
-use crate::mcp_session_owner::SessionOwners;
 use crate::mcp_sessions::{BoundedSessions, ListChangedSubscription};
 
 pub use toolgate_export::GOVERNANCE_META_KEY;
@@ -638,34 +637,27 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
         Arc::new(sessions.clone()),
         config,
     ));
-    // Each session answers only the principal that opened it (see mcp_session_owner).
-    let owners = Arc::new(SessionOwners::default());
     // Shared behind an Arc and called through `handle`: axum clones a route's service for every
     // request and rmcp's own `Service::call` clones it again, its config (the host and origin
-    // allow-lists) included.
+    // allow-lists) included. Each session answers only the principal that opened it (see
+    // mcp_session_owner), and a new one takes a slot under the caps (see mcp_sessions).
     let mcp = axum::routing::any(move |request: axum::extract::Request| {
         let service = Arc::clone(&service);
-        let owners = Arc::clone(&owners);
         let sessions = sessions.clone();
         async move {
-            let live = |id: String| {
-                let sessions = sessions.clone();
-                async move { sessions.holds(&id) }
-            };
             let admitting = sessions.clone();
-            owners
-                .serve(
-                    request,
-                    |request| async move {
-                        admitting
-                            .admit(request, |request| async move {
-                                service.handle(request).await.into_response()
-                            })
-                            .await
-                    },
-                    live,
-                )
-                .await
+            crate::mcp_session_owner::serve_owned(
+                request,
+                |id| sessions.owner_of(id),
+                |request| async move {
+                    admitting
+                        .admit(request, |request| async move {
+                            service.handle(request).await.into_response()
+                        })
+                        .await
+                },
+            )
+            .await
         }
     });
     axum::Router::new()

@@ -296,10 +296,14 @@ impl BoundedSessions {
     }
 
     /// How many sessions are awake and asleep.
-    /// Whether the session is still held (awake or asleep), without counting as activity: the
-    /// session-owner table asks this to forget ended sessions.
-    pub(crate) fn holds(&self, id: &str) -> bool {
-        self.shared.table().entries.contains_key(id)
+    /// The principal that opened the session, while the table holds it (awake or asleep);
+    /// looking does not count as activity.
+    pub(crate) fn owner_of(&self, id: &str) -> Option<Arc<str>> {
+        self.shared
+            .table()
+            .entries
+            .get(id)
+            .map(|entry| Arc::clone(&entry.owner))
     }
 
     pub(crate) fn counts(&self) -> SessionCounts {
