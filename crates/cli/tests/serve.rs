@@ -134,12 +134,7 @@ fn serve_stdio_speaks_only_mcp_on_stdout() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#).unwrap();
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .unwrap();
+    mcp_handshake(&mut stdin, "t", "1");
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"calculator","arguments":{{"expression":"1+"}}}}}}"#).unwrap();
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"nope","arguments":{{}}}}}}"#).unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -259,12 +254,7 @@ fn stdio_read_file(
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"desktop","version":"1"}}}}}}"#).unwrap();
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .unwrap();
+    mcp_handshake(&mut stdin, "desktop", "1");
     let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "read_file", "arguments": {"path": path}}});
     writeln!(stdin, "{call}").unwrap();
@@ -459,4 +449,18 @@ fn the_audit_log_says_which_client_called_and_who_cancelled() {
         "{}",
         String::from_utf8_lossy(&verify.stdout)
     );
+}
+
+/// Opens an MCP session on a `serve --stdio` child: `initialize` (id 1, as `client` `version`)
+/// and `notifications/initialized`.
+fn mcp_handshake(stdin: &mut impl Write, client: &str, version: &str) {
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": client, "version": version}}});
+    writeln!(stdin, "{initialize}").unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
 }
