@@ -10,25 +10,18 @@ use axum::middleware::Next;
 use axum::response::Response;
 use serde_json::json;
 
+use crate::error::ServerErrorKind;
+
 /// Bodies of axum's own rejections are short; anything longer is cut to this.
 const MAX_REJECTION_BYTES: usize = 16 * 1024;
 
-/// The envelope's `kind` for a status the handlers do not produce themselves.
+/// The envelope's `kind` for a status: the server's own kinds, and the two statuses only axum
+/// answers.
 fn kind_for(status: StatusCode) -> &'static str {
     match status {
-        StatusCode::BAD_REQUEST => "bad_request",
-        StatusCode::UNAUTHORIZED => "unauthenticated",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::NOT_FOUND => "not_found",
         StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
         StatusCode::NOT_ACCEPTABLE => "not_acceptable",
-        StatusCode::CONFLICT => "conflict",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        StatusCode::UNPROCESSABLE_ENTITY => "validation",
-        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-        s if s.is_server_error() => "internal",
-        _ => "bad_request",
+        other => ServerErrorKind::for_status(other).as_str(),
     }
 }
 

@@ -39,6 +39,31 @@ impl ServerErrorKind {
         }
     }
 
+    /// The kind an answer with this status has when no handler made it (axum's own rejections,
+    /// see `envelope.rs`): the kind with that status, else `internal` for a server error and
+    /// `bad_request` for any other.
+    pub(crate) fn for_status(status: StatusCode) -> Self {
+        [
+            Self::BadRequest,
+            Self::Unauthenticated,
+            Self::Forbidden,
+            Self::NotFound,
+            Self::Conflict,
+            Self::Invalid,
+            Self::PayloadTooLarge,
+            Self::UnsupportedMediaType,
+            Self::Unavailable,
+            Self::Internal,
+        ]
+        .into_iter()
+        .find(|kind| kind.status() == status)
+        .unwrap_or(if status.is_server_error() {
+            Self::Internal
+        } else {
+            Self::BadRequest
+        })
+    }
+
     fn status(self) -> StatusCode {
         match self {
             Self::BadRequest => StatusCode::BAD_REQUEST,
