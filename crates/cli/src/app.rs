@@ -59,7 +59,7 @@ impl App {
     /// Whether `tool` exists for the CLI's caller: built-ins outside the plan in force do not
     /// (the same rule `Principal::may_call` applies to calls, see `Plan::restrict`).
     pub fn sees(&self, tool: &str) -> bool {
-        !toolgate_store::ALL_BUILTINS.contains(&tool) || self.plan.builtins.contains(&tool)
+        !self.plan.hides(tool)
     }
 
     /// Reads the config, opens the store, registers the built-ins (jailed to the root), the

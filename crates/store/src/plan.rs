@@ -128,11 +128,16 @@ impl Plan {
         }
     }
 
+    /// Whether `tool` is a built-in this plan leaves out.
+    pub fn hides(&self, tool: &str) -> bool {
+        ALL_BUILTINS.contains(&tool) && !self.builtins.contains(&tool)
+    }
+
     /// The built-ins of [`ALL_BUILTINS`] this plan leaves out.
     pub fn hidden_builtins(&self) -> BTreeSet<String> {
         ALL_BUILTINS
             .iter()
-            .filter(|b| !self.builtins.contains(b))
+            .filter(|b| self.hides(b))
             .map(|b| (*b).to_owned())
             .collect()
     }
