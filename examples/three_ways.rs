@@ -33,13 +33,13 @@ impl Tool for Echo {
 
     fn call(&self, args: Value, ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
         Box::pin(async move {
-            ctx.check_cancelled()?; // seed 000: check the abort signal before any I/O
+            ctx.check_cancelled()?; // check for cancellation before any I/O
             Ok(json!({ "text": args["text"], "caller": ctx.user_id().as_str() }))
         })
     }
 }
 
-/// Application state a factory closes over (seed 002: `createReadSourcesTool(ctx, productId)`).
+/// Application state a factory closes over (the factory pattern: a closure over it makes the tool).
 #[derive(Clone)]
 struct Catalog {
     product_id: String,

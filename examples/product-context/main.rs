@@ -35,7 +35,7 @@ use toolgate_core::{
 /// The product database's schema and rows.
 const FIXTURE: &str = include_str!("fixture.sql");
 
-/// Default and maximum page size of `read_sources` (seed 002: "max 50 por defecto").
+/// Default and maximum page size of `read_sources` (50).
 const MAX_SOURCES: u32 = 50;
 
 /// The four outputs of a context run, in the order they are returned.
@@ -46,7 +46,7 @@ const CONTEXT_INPUTS: [&str; 4] = [
     "repoTopology",
 ];
 
-/// What the factories close over: seed 002's `ctx`. Cheap to clone (the pool is shared).
+/// What the factories close over: the application's context. Cheap to clone (the pool is shared).
 #[derive(Clone, Debug)]
 pub struct AgentContext {
     pool: SqlitePool,
@@ -624,7 +624,7 @@ mod tests {
                 spec.warnings()
             );
         }
-        // seed 002: a tool that does not exist gives an error result, never a throw
+        // a tool that does not exist gives an error result, never a throw (docs/envelope.md)
         let p = pipeline_for(&ctx, "prod_123").unwrap();
         let r = call(&p, "read_everything", json!({"productId": "prod_123"})).await;
         assert_eq!(r.error_kind(), Some(ErrorKind::NotFound));

@@ -1,5 +1,5 @@
 //! The `calculator` built-in: evaluates an arithmetic expression with [`crate::evaluate`] and
-//! returns `{result}` (seed 001).
+//! returns `{result}` (`docs/tool-model.md#built-in-tools`).
 
 use serde_json::{Number, Value, json};
 use toolgate_core::{

@@ -1,5 +1,5 @@
-//! The file built-ins of seed 001 — `read_file`, `write_file`, `list_directory` — and
-//! `delete_file`, all confined to a [`Jail`].
+//! The file built-ins (`docs/tool-model.md#built-in-tools`) — `read_file`, `write_file`,
+//! `list_directory` — and `delete_file`, all confined to a [`Jail`].
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};

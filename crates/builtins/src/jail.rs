@@ -35,7 +35,7 @@ pub const MAX_PATH_DEPTH: usize = 64;
 ///
 /// A refusal is always `authorization` with the message `Permission denied: <path>` (the path as
 /// the caller gave it), so it reveals nothing about what lies outside. A missing file is
-/// `execution` with `File not found: <path>` (seed 001).
+/// `execution` with `File not found: <path>` (`docs/tool-model.md#built-in-tools`).
 ///
 /// What the jail does not do: it checks, then the caller acts on the checked path, so a process
 /// that concurrently replaces a directory *inside* the root with a symbolic link can race it.

@@ -1,6 +1,6 @@
 //! toolgate's built-in tools — `calculator`, the jailed file tools `read_file`, `write_file`,
 //! `list_directory` and `delete_file`, the web tools `web_search`, `wikipedia` and
-//! `web_scraper` (seed 001's contracts), `todo_manager` and `validate_output` (seed 002's) —
+//! `web_scraper`, `todo_manager` and `validate_output` (`docs/tool-model.md#built-in-tools`) —
 //! and the declarative `http` run kind ([`HttpKind`]).
 //!
 //! ```no_run

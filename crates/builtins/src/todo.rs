@@ -1,7 +1,7 @@
-//! The `todo_manager` built-in (seed 002): an agent's working plan of at most 15 items, kept per
-//! calling principal and plan key in a [`PlanStore`].
+//! The `todo_manager` built-in (`docs/tool-model.md#built-in-tools`): an agent's working plan of at
+//! most 15 items, kept per calling principal and plan key in a [`PlanStore`].
 //!
-//! `{action, items?, itemId?, content?, status?, planId?}` → `{items}` (seed 002's `Plan`), where
+//! `{action, items?, itemId?, content?, status?, planId?}` → `{items}` (the plan), where
 //! an item is `{id, content, status}` and `status` is `pending`, `in_progress` or `completed`.
 //!
 //! # Rules
@@ -21,7 +21,7 @@
 //!   `itemId` that is not in the plan is an `execution` error naming it and the plan's ids.
 //! - **Focus.** At most one item is `in_progress`, and whenever none is and a pending item
 //!   exists, the first pending item (in plan order) becomes `in_progress` — so `create` starts the
-//!   first pending item (seed 002's example) and `complete` moves on to the next. Setting an item
+//!   first pending item and `complete` moves on to the next. Setting an item
 //!   `in_progress` (with `update` or `add`) moves the focus: the item that was in progress goes
 //!   back to `pending`. `create` or `add` with more than one `in_progress` item is a
 //!   `validation` error.
@@ -53,7 +53,7 @@ use crate::cursor::{self, Cursor};
 /// The tool's name.
 pub const TODO_MANAGER: &str = "todo_manager";
 
-/// Most items a plan holds (seed 002).
+/// Most items a plan holds (`docs/tool-model.md#built-in-tools`).
 pub const MAX_PLAN_ITEMS: usize = 15;
 
 /// The plan key used when `planId` is not given.
@@ -118,7 +118,7 @@ impl fmt::Display for ItemStatus {
     }
 }
 
-/// One item of a plan (seed 002 `PlanItem`).
+/// One item of a plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanItem {

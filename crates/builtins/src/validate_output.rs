@@ -1,5 +1,6 @@
-//! The `validate_output` built-in (seed 002): checks an agent's output against a named output
-//! type and returns `{valid, errors, warnings}`; warnings never make `valid` false.
+//! The `validate_output` built-in (`docs/tool-model.md#built-in-tools`): checks an agent's output
+//! against a named output type and returns `{valid, errors, warnings}`; warnings never make `valid`
+//! false.
 //!
 //! # Output types
 //!
@@ -14,7 +15,7 @@
 //! ```
 //!
 //! Only `schema` is required. Names are snake_case (`^[a-z][a-z0-9_]*$`, at most 64 characters).
-//! [`OutputTypes::with_defaults`] holds `domain_map` (seed 002's example,
+//! [`OutputTypes::with_defaults`] holds `domain_map` (the example type,
 //! `crates/builtins/output_types/domain_map.json`); inserting a type of the same name replaces it.
 //!
 //! # Messages
@@ -74,7 +75,7 @@ pub enum OutputTypeError {
     Io { path: String, message: String },
 }
 
-/// What [`OutputType::check`] found: seed 002's `ValidationResult`.
+/// What [`OutputType::check`] found: `{valid, errors, warnings}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct OutputReport {
     /// No errors (warnings do not count).

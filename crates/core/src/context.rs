@@ -1,4 +1,4 @@
-//! What a tool handler receives besides its arguments (seed 000 `ToolContext`): who is calling,
+//! What a tool handler receives besides its arguments: who is calling,
 //! the cancellation token, auth claims, an HTTP client slot, progress reporting and typed
 //! extensions for services a tool needs.
 
@@ -320,7 +320,7 @@ impl ToolContext {
         &self.principal
     }
 
-    /// The caller's id (seed 000 `userId`).
+    /// The caller's id.
     pub fn user_id(&self) -> &PrincipalId {
         &self.principal.id
     }

@@ -1,4 +1,5 @@
-//! The tool definition document: every field of DESIGN.md §1, as written in TOML, JSON or YAML files.
+//! The tool definition document: every field of `docs/tool-model.md#definition-fields`, as written
+//! in TOML, JSON or YAML files.
 //!
 //! A [`ToolDefinition`] is the *lossless* document form: fields that have a default but whose
 //! absence matters (for example `effect`, which `safety_level` may fill in) are `Option`s, so a
@@ -8,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// Functional domain of a tool (seed 003 `ToolCategory`).
+/// Functional domain of a tool (`docs/tool-model.md#definition-fields`).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
 )]
@@ -25,7 +26,7 @@ pub enum Category {
     System,
 }
 
-/// Mutation class of a tool (seed 000 calls this "category").
+/// Mutation class of a tool (`docs/tool-model.md#effect`).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
 )]
@@ -38,7 +39,7 @@ pub enum Effect {
     SideEffect,
 }
 
-/// Real-world impact of a call, independent of its [`Effect`] (seed 000).
+/// Real-world impact of a call, independent of its [`Effect`] (`docs/tool-model.md#consequence`).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
 )]
@@ -50,7 +51,8 @@ pub enum Consequence {
     High,
 }
 
-/// Seed 004's shorthand for (consequence, confirmation); explicit fields win over it.
+/// Shorthand for (consequence, confirmation); explicit fields win over it
+/// (`docs/tool-model.md#safety-level`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SafetyLevel {
@@ -73,7 +75,7 @@ impl SafetyLevel {
     }
 }
 
-/// OS-level isolation a tool must run in (seed 003 `SandboxIsolationLevel`), weakest first.
+/// OS-level isolation a tool must run in (`docs/tool-model.md#isolation`), weakest first.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
 )]
@@ -143,7 +145,7 @@ impl ParamType {
     }
 }
 
-/// One typed parameter (seed 003 `ToolParameter`).
+/// One typed parameter (`docs/tool-model.md#parameters`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Parameter {
@@ -229,7 +231,8 @@ impl Parameter {
     }
 }
 
-/// Execution limits (seed 003 `ToolConstraints`); absent fields take the defaults in [`crate::limits`].
+/// Execution limits (`docs/tool-model.md#constraints`); absent fields take the defaults in
+/// [`crate::limits`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Constraints {
@@ -270,7 +273,7 @@ pub struct RunSpec {
 /// Run kinds toolgate knows; a definition naming another kind is invalid.
 pub const RUN_KINDS: &[&str] = &["builtin", "http", "command", "wasm", "mcp"];
 
-/// A tool definition as written by a person or a program (DESIGN.md §1).
+/// A tool definition as written by a person or a program (`docs/tool-model.md#definition-fields`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDefinition {
@@ -303,7 +306,7 @@ pub struct ToolDefinition {
     pub safety_level: Option<SafetyLevel>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<Parameter>,
-    /// Seed 004's separate list of required parameter names (merged with `parameters[].required`).
+    /// A separate list of required parameter names (merged with `parameters[].required`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required: Vec<String>,
     #[serde(

@@ -1,4 +1,5 @@
-//! The result envelope (DESIGN.md §2): exactly one per call, `data` xor `error`, never thrown.
+//! The result envelope (`docs/envelope.md`): exactly one per call, `data` xor `error`, never
+//! thrown.
 
 use crate::content::Content;
 use std::fmt;

@@ -155,7 +155,7 @@ impl ToolError {
         Self::new(ErrorKind::Unavailable, message)
     }
 
-    /// The cancellation error of seed 000: `Request was cancelled`.
+    /// The cancellation error: `Request was cancelled` (`docs/envelope.md#error-kinds`).
     pub fn cancelled() -> Self {
         Self::new(ErrorKind::Cancelled, CANCELLED_MESSAGE)
     }
@@ -190,5 +190,5 @@ impl ToolError {
     }
 }
 
-/// The exact message of a cancelled call (seed 000's AbortSignal contract).
+/// The exact message of a cancelled call (`docs/envelope.md#error-kinds`).
 pub const CANCELLED_MESSAGE: &str = "Request was cancelled";

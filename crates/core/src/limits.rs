@@ -1,4 +1,4 @@
-//! Defaults and allowed ranges for constraints (DESIGN.md §1, seed 003 §5.2).
+//! Defaults and allowed ranges for constraints (`docs/tool-model.md#constraints`).
 
 /// Default per-attempt timeout.
 pub const DEFAULT_TIMEOUT_MS: u64 = 15_000;

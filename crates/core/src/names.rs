@@ -8,7 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Longest allowed tool or parameter name.
 pub const MAX_NAME_LEN: usize = 64;
 
-/// Names a tool may not take because they read as the act of calling (seed 003 §5.2).
+/// Names a tool may not take because they read as the act of calling
+/// (`docs/tool-model.md#naming-rules`).
 pub const RESERVED_NAMES: &[&str] = &["execute", "run", "call", "invoke"];
 
 /// Why a name is not a valid tool name.

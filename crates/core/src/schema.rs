@@ -13,7 +13,8 @@ pub fn input_schema(def: &ToolDefinition) -> Value {
     compile_parameters(&def.parameters, &def.required)
 }
 
-/// Compiles typed parameters (plus seed 004's separate `required` list) into an object schema.
+/// Compiles typed parameters (plus the definition's separate `required` list) into an object
+/// schema.
 pub fn compile_parameters(params: &[Parameter], extra_required: &[String]) -> Value {
     let mut properties = Map::with_capacity(params.len());
     let mut required = Vec::new();

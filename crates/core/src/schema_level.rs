@@ -1,7 +1,6 @@
-//! How much of JSON Schema a plan lets custom definitions use (seed 003 §3.2's "JSON Schema
-//! Validation" column): `basic`, `advanced` (all of draft 2020-12) or `full` (plus custom
-//! formats, custom keywords and `errorMessage`), and the walk that finds the keywords of a
-//! schema beyond a level.
+//! How much of JSON Schema a plan lets custom definitions use (`docs/tool-model.md#plans`):
+//! `basic`, `advanced` (all of draft 2020-12) or `full` (plus custom formats, custom keywords and
+//! `errorMessage`), and the walk that finds the keywords of a schema beyond a level.
 
 use std::fmt;
 
@@ -38,8 +37,8 @@ impl SchemaLevel {
         }
     }
 
-    /// The weakest of the plans (seed 003 §3.2: core and writer_pro basic, teams advanced,
-    /// enterprise full + custom) that allows this level. The store's plan table is tested
+    /// The weakest of the plans (`docs/tool-model.md#plans`: core and writer_pro basic, teams
+    /// advanced, enterprise full + custom) that allows this level. The store's plan table is tested
     /// against this.
     pub fn lowest_plan(self) -> &'static str {
         match self {

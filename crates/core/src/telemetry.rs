@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::definition::ToolDefinition;
 
-/// Seconds spent validating one definition (seed 003 §8).
+/// Seconds spent validating one definition (`docs/tool-model.md#metrics`).
 pub const VALIDATION_DURATION: &str = "tools.definitions.validation.duration";
 /// Definitions that failed validation.
 pub const VALIDATION_FAILURES: &str = "tools.definitions.validation.failures";

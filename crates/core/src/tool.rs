@@ -1,5 +1,5 @@
 //! The library API for tool authors: the [`Tool`] trait, a builder that takes a closure
-//! (seed 002's factory pattern), and typed tools whose schema comes from Rust types (schemars).
+//! (the factory pattern), and typed tools whose schema comes from Rust types (schemars).
 
 use std::fmt;
 use std::future::Future;

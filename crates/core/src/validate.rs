@@ -1,4 +1,4 @@
-//! Definition validation: every rule of DESIGN.md §1 (seed 003 §5.2, seed 004 invariants),
+//! Definition validation: every rule of `docs/tool-model.md#validation-codes`,
 //! all problems reported at once as `{path, code, message}`, plus warnings that never block.
 
 use std::collections::HashSet;
@@ -477,7 +477,7 @@ fn check_input_schema(
 /// a property the parent declares).
 const SAME_INSTANCE: [&str; 7] = ["allOf", "anyOf", "oneOf", "if", "then", "else", "not"];
 
-/// Seed 004: "Parameters in `:required` list MUST exist in `:parameters`", for raw schemas: every
+/// A `required` list names only declared parameters, for raw schemas too: every
 /// name in an object schema's `required` is declared in its `properties` (or, inside
 /// `allOf`/`anyOf`/`oneOf`/`if`/`then`/`else`/`not`, in the enclosing schema's), at every depth:
 /// `properties.*`, `items`, `prefixItems`, `additionalProperties`, `$defs`/`definitions`,

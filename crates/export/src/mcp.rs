@@ -1,6 +1,6 @@
-//! MCP `tools/list` entries (DESIGN.md §4): name, title, description, schemas, behaviour
-//! annotations derived from the governance fields, and those fields themselves under a
-//! namespaced `_meta` key.
+//! MCP `tools/list` entries (`docs/tool-model.md#effect` for the hints): name, title, description,
+//! schemas, behaviour annotations derived from the governance fields, and those fields themselves
+//! under a namespaced `_meta` key.
 //!
 //! Source: the MCP specification's `Tool` and `ToolAnnotations` (revisions 2025-06-18 and
 //! 2025-11-25): `outputSchema` must be an object schema, and `_meta` keys take a reverse-DNS

@@ -1,4 +1,4 @@
-//! toolgate-sandbox: the isolation levels of seed 003, enforced on Linux.
+//! toolgate-sandbox: the isolation levels (`docs/tool-model.md#isolation`), enforced on Linux.
 //!
 //! | level        | what the program gets |
 //! |--------------|------------------------|

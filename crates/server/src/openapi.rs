@@ -361,7 +361,7 @@ fn definition_schema() -> Value {
     }
     json!({
         "type": "object", "required": ["name", "description"], "additionalProperties": false,
-        "description": "A tool definition as in definition files (DESIGN.md §1); snake_case keys, camelCase aliases accepted",
+        "description": "A tool definition as in definition files (docs/tool-model.md#definition-fields); snake_case keys, camelCase aliases accepted",
         "properties": properties
     })
 }

@@ -1,4 +1,4 @@
-//! The web Tool Manager (seed 003 §7): static HTML, CSS and JavaScript modules from
+//! The web Tool Manager (README.md, "Web UI"): static HTML, CSS and JavaScript modules from
 //! `crates/server/ui/`, compiled into the binary and served at `/` and `/ui/…`. The pages talk
 //! only to the public REST API; nothing here reads the registry or the store. Every answer
 //! carries a strict Content-Security-Policy (no inline script or style, nothing from another

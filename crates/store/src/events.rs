@@ -1,5 +1,6 @@
-//! Definition events (seed 003 §11): written in the same transaction as the change, published
-//! in-process after commit and, on PostgreSQL, announced to other instances with NOTIFY.
+//! Definition events (`docs/tool-model.md#definition-events`): written in the same transaction as
+//! the change, published in-process after commit and, on PostgreSQL, announced to other instances
+//! with NOTIFY.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -58,7 +59,7 @@ pub struct StoredEvent {
     pub actor: String,
     pub at: DateTime<Utc>,
     /// Extra facts: `version` and `definitionHash` for created/updated/deleted; `category`,
-    /// `parameterCount` and `durationMs` for validated (seed 003's event records).
+    /// `parameterCount` and `durationMs` for validated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
 }
@@ -165,7 +166,7 @@ impl Store {
         })
     }
 
-    /// Records that a definition passed validation (seed 003's `ToolDefinitionValidatedEvent`).
+    /// Records that a definition passed validation (`docs/tool-model.md#definition-events`).
     pub async fn record_validated(
         &self,
         name: &str,

@@ -1,6 +1,6 @@
-//! `validate_output`'s named output types kept in the store (seed 002: "registered in config or
-//! the store"). The store keeps each definition as given; compiling and checking it is the
-//! built-in's job, done by the caller before [`Store::put_output_type`].
+//! `validate_output`'s named output types kept in the store (an output type is registered in the
+//! config or in the store). The store keeps each definition as given; compiling and checking it
+//! is the built-in's job, done by the caller before [`Store::put_output_type`].
 
 use serde_json::Value;
 

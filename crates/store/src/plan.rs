@@ -1,4 +1,4 @@
-//! Plans (seed 003 §3.2's license tiers, made general): limits on custom definitions, the
+//! Plans (`docs/tool-model.md#plans`): limits on custom definitions, the
 //! strongest isolation level a definition may ask for, the JSON Schema level of its schemas and
 //! the built-in tools the plan makes available.
 
@@ -37,7 +37,7 @@ pub const ALL_BUILTINS: [&str; 10] = [
     "validate_output",
 ];
 
-/// The built-ins of `core` and `writer_pro` (seed 003 §3.2: 5): reading files, computing and
+/// The built-ins of `core` and `writer_pro` (5): reading files, computing and
 /// planning; nothing that writes, deletes or reaches the network.
 const BUILTINS_5: [&str; 5] = [
     "calculator",
@@ -47,7 +47,7 @@ const BUILTINS_5: [&str; 5] = [
     "validate_output",
 ];
 
-/// The built-ins of `teams` (seed 003 §3.2: 8): the five, plus writing and deleting files in the
+/// The built-ins of `teams` (8): the five, plus writing and deleting files in the
 /// root and Wikipedia (one fixed host).
 const BUILTINS_8: [&str; 8] = [
     "calculator",

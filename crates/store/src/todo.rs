@@ -1,5 +1,6 @@
-//! `todo_manager`'s plans (seed 002): one JSON array of items per (principal, plan key), kept in
-//! `todo_plans`. The store does not look inside the items; the tool owns their format.
+//! `todo_manager`'s plans (`docs/tool-model.md#built-in-tools`): one JSON array of items per
+//! (principal, plan key), kept in `todo_plans`. The store does not look inside the items; the tool
+//! owns their format.
 //!
 //! Writes are serialized per plan: on SQLite by `BEGIN IMMEDIATE` (the database write lock), on
 //! PostgreSQL by a transaction-scoped advisory lock keyed by a hash of (principal, plan key). So

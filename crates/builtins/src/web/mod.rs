@@ -1,6 +1,6 @@
-//! The network built-ins of seed 001: `web_search` (SerpAPI, Google Custom Search, Bing, Brave
-//! Search, SearXNG), `wikipedia` (MediaWiki search + REST summary) and `web_scraper` (readable
-//! text of a page).
+//! The network built-ins (`docs/tool-model.md#built-in-tools`): `web_search` (SerpAPI, Google
+//! Custom Search, Bing, Brave Search, SearXNG), `wikipedia` (MediaWiki search + REST summary) and
+//! `web_scraper` (readable text of a page).
 //!
 //! Every request goes through the context's [`toolgate_core::HttpClient`], which enforces the
 //! network policy (SSRF checks, redirects, size and time caps); its refusals pass through as

@@ -1,4 +1,5 @@
-//! `web_scraper` (seed 001): `{url, selector?}` → `{text, title}`, the readable text of a page.
+//! `web_scraper` (`docs/tool-model.md#built-in-tools`): `{url, selector?}` → `{text, title}`, the
+//! readable text of a page.
 //!
 //! HTML is parsed with the `scraper` crate; see [`super::text`] for what "readable" means
 //! (scripts, styles, `noscript`, `template`, SVG and `hidden` elements dropped, blocks on lines

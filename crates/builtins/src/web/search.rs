@@ -1,6 +1,6 @@
-//! `web_search` (seed 001): `{query, num_results}` → `{results: [{title, snippet, url}]}` from
-//! one configured engine — SerpAPI, Google Custom Search, Bing Web Search v7, Brave Search or a
-//! SearXNG instance.
+//! `web_search` (`docs/tool-model.md#built-in-tools`): `{query, num_results}` → `{results: [{title,
+//! snippet, url}]}` from one configured engine — SerpAPI, Google Custom Search, Bing Web Search v7,
+//! Brave Search or a SearXNG instance.
 //!
 //! The engine, key, Google's engine id (`cx`) and a base URL come from [`SearchConfig`] (the
 //! `[search]` table of the CLI's config file), overridden by `TOOLGATE_SEARCH_*` environment

@@ -1,4 +1,5 @@
-//! `wikipedia` (seed 001): `{query, lang}` → `{summary, url, title, kind, alternatives}`.
+//! `wikipedia` (`docs/tool-model.md#built-in-tools`): `{query, lang}` → `{summary, url, title,
+//! kind, alternatives}`.
 //!
 //! Two requests to `https://{lang}.wikipedia.org` (or [`WikipediaConfig::base_url`]):
 //!

@@ -1,8 +1,9 @@
-// The definition form (seed 003 §7.1): name with live snake_case validation, description,
-// category, parameters (add/remove, announced), an output-schema JSON editor that validates as
-// you type, constraints (timeout, max output, isolation), requires confirmation, version.
-// Fields the form does not show (effect, tags, run, …) are kept as stored when editing.
-// The server has the last word: a 422 puts every problem next to the field it concerns.
+// The definition form (the fields of docs/tool-model.md#definition-fields): name with live
+// snake_case validation, description, category, parameters (add/remove, announced), an
+// output-schema JSON editor that validates as you type, constraints (timeout, max output,
+// isolation), requires confirmation, version. Fields the form does not show (effect, tags, run, …)
+// are kept as stored when editing. The server has the last word: a 422 puts every problem next to
+// the field it concerns.
 
 import * as api from '../api.js';
 import { h, replace, field, setFieldError, options, announce, toast } from '../dom.js';
