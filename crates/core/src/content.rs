@@ -9,23 +9,30 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Content {
+    /// Plain text.
     Text {
+        /// The text.
         text: String,
     },
+    /// An image.
     Image {
         /// Base64-encoded bytes.
         data: String,
+        /// Its MIME type, like `image/png`.
         #[serde(rename = "mimeType")]
         mime_type: String,
     },
+    /// A sound.
     Audio {
         /// Base64-encoded bytes.
         data: String,
+        /// Its MIME type, like `audio/wav`.
         #[serde(rename = "mimeType")]
         mime_type: String,
     },
     /// A resource embedded in the result, with its text or its base64 `blob`.
     Resource {
+        /// The resource.
         resource: EmbeddedResource,
     },
 }
@@ -34,11 +41,15 @@ pub enum Content {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EmbeddedResource {
+    /// The resource's URI.
     pub uri: String,
+    /// Its MIME type, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    /// Its content as text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Its content as base64 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blob: Option<String>,
 }

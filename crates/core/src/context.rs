@@ -19,7 +19,9 @@ use crate::tool::BoxFuture;
 /// A caller: an id, the permissions granted to it and, optionally, the only tools it may call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
+    /// Who the caller is.
     pub id: PrincipalId,
+    /// The permissions granted to it (a final `*` segment covers every suffix).
     pub grants: Vec<Permission>,
     /// `None`: every tool (subject to permissions). `Some`: only these tools.
     pub allowed_tools: Option<BTreeSet<String>>,
@@ -127,9 +129,13 @@ impl fmt::Debug for Extensions {
 /// Header values may carry secrets (API keys): clients never log them or put them in errors.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HttpRequest {
+    /// The HTTP method, like `GET`.
     pub method: String,
+    /// The absolute URL.
     pub url: String,
+    /// Request headers, name and value.
     pub headers: Vec<(String, String)>,
+    /// The request body, if any.
     pub body: Option<Vec<u8>>,
     /// A tighter cap on the response body than the client's own (never a looser one).
     pub max_response_bytes: Option<u64>,
@@ -168,8 +174,11 @@ impl HttpResponse {
 /// The answer to an [`HttpRequest`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HttpResponse {
+    /// The HTTP status code.
     pub status: u16,
+    /// Response headers, name and value.
     pub headers: Vec<(String, String)>,
+    /// The response body (at most the cap).
     pub body: Vec<u8>,
 }
 
@@ -186,19 +195,28 @@ pub trait HttpClient: Send + Sync {
 
 /// Receives progress reports of a running call (MCP progress notifications, for instance).
 pub trait ProgressSink: Send + Sync {
+    /// Reports `progress` (of `total`, when known) with an optional message.
     fn report(&self, progress: f64, total: Option<f64>, message: Option<&str>);
 }
 
 /// Severity of a log message sent to the connected client (RFC 5424 levels, as MCP uses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
+    /// Detailed information for debugging.
     Debug,
+    /// Normal operation.
     Info,
+    /// Normal but significant.
     Notice,
+    /// Something may be wrong.
     Warning,
+    /// Something failed.
     Error,
+    /// A critical condition.
     Critical,
+    /// Action must be taken at once.
     Alert,
+    /// The system is unusable.
     Emergency,
 }
 
@@ -235,15 +253,20 @@ impl LogLevel {
 pub struct SamplingRequest {
     /// The user message the model should answer.
     pub prompt: String,
+    /// A system prompt for the model, if any.
     pub system_prompt: Option<String>,
+    /// Most tokens the reply may have.
     pub max_tokens: u32,
 }
 
 /// The client's model reply.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SamplingReply {
+    /// The reply's text.
     pub text: String,
+    /// The model that wrote it, as the client names it.
     pub model: String,
+    /// Why the model stopped, as the client says.
     pub stop_reason: Option<String>,
 }
 

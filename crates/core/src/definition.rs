@@ -15,13 +15,21 @@ use serde_json::{Map, Value};
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
+    /// Reads or changes files.
     Filesystem,
+    /// Fetches from or sends to network hosts.
     Network,
+    /// Queries or changes a database.
     Database,
+    /// Runs code or programs.
     CodeExecution,
+    /// Calls a third-party API.
     ExternalApi,
+    /// Looks up reference knowledge (an encyclopedia, documentation).
     Knowledge,
+    /// Sends messages to people (mail, chat).
     Communication,
+    /// Everything else: computation, planning, toolgate itself (the default).
     #[default]
     System,
 }
@@ -32,10 +40,14 @@ pub enum Category {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
+    /// Changes nothing (the default); the only effect that is idempotent by default.
     #[default]
     Read,
+    /// Creates or changes data.
     Write,
+    /// Removes data.
     Delete,
+    /// Acts on the world beyond data: sends a message, starts a job.
     SideEffect,
 }
 
@@ -45,9 +57,12 @@ pub enum Effect {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Consequence {
+    /// Little harm if it goes wrong (the default).
     #[default]
     Low,
+    /// Noticeable harm, recoverable.
     Medium,
+    /// Serious or irreversible harm; such tools usually require confirmation.
     High,
 }
 
@@ -96,11 +111,17 @@ pub enum Isolation {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParamType {
+    /// A JSON string.
     String,
+    /// A whole number (`2.0` counts).
     Integer,
+    /// Any JSON number.
     Number,
+    /// `true` or `false`.
     Boolean,
+    /// A JSON array; needs a `schema` (with `items`) or an `enum`.
     Array,
+    /// A JSON object; needs a `schema` (with `properties`) or an `enum`.
     Object,
 }
 
@@ -149,11 +170,15 @@ impl ParamType {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Parameter {
+    /// The argument's key: snake_case, unique within the tool.
     pub name: String,
+    /// What the argument means (a missing one is a warning).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// The JSON type (`type` in files).
     #[serde(rename = "type")]
     pub param_type: ParamType,
+    /// Whether every call must give it (a required parameter has no default).
     #[serde(default, skip_serializing_if = "is_false")]
     pub required: bool,
     /// `Some(Value::Null)` when the file says `default: null` (kept, so validation can refuse it).
@@ -163,6 +188,7 @@ pub struct Parameter {
         skip_serializing_if = "Option::is_none"
     )]
     pub default: Option<Value>,
+    /// The allowed values (`enum` in files), each of the parameter's type.
     #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
     pub enum_values: Option<Vec<Value>>,
     /// Full JSON Schema for `array` and `object` parameters (merged with `type` and `description`).
@@ -236,24 +262,32 @@ impl Parameter {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Constraints {
+    /// Per-attempt timeout in milliseconds (1000–600000, default 15000).
     #[serde(default, alias = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Output cap in bytes (1 KiB–100 MiB, default 10 MiB); larger output is cut, not refused.
     #[serde(
         default,
         alias = "maxOutputBytes",
         skip_serializing_if = "Option::is_none"
     )]
     pub max_output_bytes: Option<u64>,
+    /// Whether the tool may have side effects (default true; `false` with a non-read effect
+    /// is a warning).
     #[serde(
         default,
         alias = "allowSideEffects",
         skip_serializing_if = "Option::is_none"
     )]
     pub allow_side_effects: Option<bool>,
+    /// The isolation the tool must run in (default: `standard` for run kinds that run code,
+    /// `none` otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
+    /// Whether retryable failures may be retried at all (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retryable: Option<bool>,
+    /// Most attempts for retryable failures (1–10, default 3).
     #[serde(
         default,
         alias = "maxAttempts",
@@ -265,7 +299,9 @@ pub struct Constraints {
 /// How a declarative tool executes: `kind` plus kind-specific settings kept as written.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
+    /// The run kind, one of [`RUN_KINDS`] (`docs/tool-model.md#run-kinds`).
     pub kind: String,
+    /// The kind's own settings, checked by the installed [`crate::RunKind`].
     #[serde(flatten)]
     pub settings: Map<String, Value>,
 }
@@ -277,68 +313,87 @@ pub const RUN_KINDS: &[&str] = &["builtin", "http", "command", "wasm", "mcp"];
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDefinition {
+    /// The tool's name (`docs/tool-model.md#naming-rules`).
     pub name: String,
+    /// Display name, 1–128 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The routing contract: what the tool does and when to use it (at most 1024 characters).
     #[serde(default)]
     pub description: String,
+    /// Functional domain (default `system`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<Category>,
+    /// Mutation class (default `read`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<Effect>,
+    /// Real-world impact (default `low`, or what `safety_level` says).
     #[serde(
         default,
         alias = "consequenceLevel",
         skip_serializing_if = "Option::is_none"
     )]
     pub consequence: Option<Consequence>,
+    /// Whether a person must approve each call (default false, or what `safety_level` says).
     #[serde(
         default,
         alias = "requiresConfirmation",
         skip_serializing_if = "Option::is_none"
     )]
     pub requires_confirmation: Option<bool>,
+    /// Shorthand for `consequence` and `requires_confirmation`; explicit fields win.
     #[serde(
         default,
         alias = "safetyLevel",
         skip_serializing_if = "Option::is_none"
     )]
     pub safety_level: Option<SafetyLevel>,
+    /// Typed parameters, compiled to one object schema (not with `input_schema`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<Parameter>,
     /// A separate list of required parameter names (merged with `parameters[].required`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required: Vec<String>,
+    /// A raw JSON Schema object schema for the arguments (not with `parameters`).
     #[serde(
         default,
         alias = "inputSchema",
         skip_serializing_if = "Option::is_none"
     )]
     pub input_schema: Option<Value>,
+    /// The schema the output is checked against after the tool ran.
     #[serde(
         default,
         alias = "outputSchema",
         skip_serializing_if = "Option::is_none"
     )]
     pub output_schema: Option<Value>,
+    /// Execution limits; absent ones take their defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraints: Option<Constraints>,
+    /// Permissions the caller must hold, every one of them.
     #[serde(
         default,
         alias = "requiredPermissions",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub required_permissions: Vec<String>,
+    /// Free keywords for search and filtering.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// Semantic version of the definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Tools that must be registered first; never a cycle.
     #[serde(default, alias = "dependsOn", skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
+    /// Whether running it twice is safe, so failures may be retried (default: effect is read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotent: Option<bool>,
+    /// Free data toolgate keeps and does not read.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
+    /// How a declarative tool runs (`docs/tool-model.md#run-kinds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunSpec>,
 }

@@ -15,16 +15,27 @@ use uuid::Uuid;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
+    /// The tool does not exist for the caller, or something the tool looks up is missing.
     NotFound,
+    /// The arguments do not match the input schema, or the tool finds them unusable.
     Validation,
+    /// The caller may not do this: a missing permission, a path outside the root, a refused host.
     Authorization,
+    /// The tool needs an approval that was not given (or is pending: see `approval_id`).
     ConfirmationRequired,
+    /// An approver said no.
     Rejected,
+    /// An attempt ran past the tool's timeout.
     Timeout,
+    /// The caller cancelled the call (`Request was cancelled`).
     Cancelled,
+    /// The tool failed doing its job, or its handler panicked.
     Execution,
+    /// The output does not match the tool's output schema.
     OutputInvalid,
+    /// A rate limit or quota refused the call (retryable).
     RateLimited,
+    /// Something the call needs is missing or down (retryable).
     Unavailable,
 }
 
@@ -108,8 +119,15 @@ impl fmt::Debug for CallId {
 /// Success or failure of a call: the two cannot both be present, and one always is.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
+    /// The tool's output.
     Data(Value),
-    Error { kind: ErrorKind, message: String },
+    /// Why the call failed.
+    Error {
+        /// The class of failure (`errorKind`).
+        kind: ErrorKind,
+        /// What went wrong and what to do (`error`).
+        message: String,
+    },
 }
 
 /// The envelope every call yields.
@@ -117,13 +135,17 @@ pub enum Outcome {
 pub struct ToolResult {
     /// The tool name as the caller asked for it.
     pub tool: String,
+    /// The call's id (`callId`), shared with its audit entry and any approval.
     pub call_id: CallId,
     /// When the attempt was made (UTC; serialized with milliseconds).
     pub fetched_at: DateTime<Utc>,
     /// The arguments after defaults were applied, with sensitive values redacted by the pipeline.
     pub input: Value,
+    /// Data or error, never both.
     pub outcome: Outcome,
+    /// How many times the handler was started (0 when the call was refused before it ran).
     pub attempts: u32,
+    /// Wall time of the whole call in milliseconds, retries included.
     pub duration_ms: f64,
     /// Output was cut to the tool's `max_output_bytes`.
     pub truncated: bool,

@@ -9,39 +9,71 @@ use crate::validate::ValidationReport;
 /// a [`crate::ToolResult`]).
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
+    /// A definition document could not be parsed.
     #[error("Could not parse {format} definition: {message}")]
     Parse {
+        /// The format it was read as (`TOML`, `JSON`, `YAML`).
         format: &'static str,
+        /// The parser's message.
         message: String,
     },
+    /// A definition could not be written in a format.
     #[error("Could not write definition as {format}: {message}")]
     Render {
+        /// The format it was written as.
         format: &'static str,
+        /// The writer's message.
         message: String,
     },
+    /// Another error, with the file it came from.
     #[error("{path}: {source}")]
     InFile {
+        /// The file.
         path: String,
+        /// What went wrong in it.
         #[source]
         source: Box<CoreError>,
     },
+    /// A file whose extension names no definition format.
     #[error("Unknown definition format: {path} (use a .toml, .json, .yaml or .yml file)")]
-    UnknownFormat { path: String },
+    UnknownFormat {
+        /// The file.
+        path: String,
+    },
+    /// A file could not be read.
     #[error("Cannot read {path}: {message}")]
-    Io { path: String, message: String },
+    Io {
+        /// The file.
+        path: String,
+        /// The operating system's message.
+        message: String,
+    },
+    /// A definition failed validation.
     #[error("Invalid tool definition{}: {report}", name_suffix(.name))]
     Invalid {
+        /// The definition's name as written (may be empty).
         name: String,
+        /// Every problem found.
         report: Box<ValidationReport>,
     },
+    /// A tool of that name is already registered.
     #[error("Tool already registered: {0} (remove it first, or register under another name)")]
     Duplicate(String),
+    /// No tool of that name is registered.
     #[error("Tool not found: {0}")]
     NotFound(String),
+    /// The tool is a built-in, which cannot be replaced or removed.
     #[error("Built-in tool {0} cannot be replaced or removed; define a tool with another name")]
     BuiltinProtected(String),
+    /// Other tools depend on the tool being removed.
     #[error("Tool {name} is required by {dependents} (remove those first)")]
-    InUse { name: String, dependents: String },
+    InUse {
+        /// The tool.
+        name: String,
+        /// The tools that depend on it, comma-separated.
+        dependents: String,
+    },
+    /// A paging cursor that this registry did not issue.
     #[error("Invalid cursor {0:?}: pass the nextCursor value of the previous page unchanged")]
     BadCursor(String),
 }
@@ -57,12 +89,19 @@ fn name_suffix(name: &str) -> String {
 /// Stable, machine-readable class of a [`CoreError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoreErrorKind {
+    /// A document could not be read or written in its format.
     Parse,
+    /// A file could not be read.
     Io,
+    /// A definition is invalid.
     Invalid,
+    /// The change conflicts with the registry (duplicate name, tool in use).
     Conflict,
+    /// No such tool.
     NotFound,
+    /// The change is not allowed (a built-in).
     Forbidden,
+    /// A malformed request (a bad cursor).
     BadRequest,
 }
 

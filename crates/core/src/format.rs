@@ -8,8 +8,11 @@ use crate::error::CoreError;
 /// A definition file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// TOML (`.toml`).
     Toml,
+    /// JSON (`.json`).
     Json,
+    /// YAML (`.yaml`, `.yml`).
     Yaml,
 }
 

@@ -15,14 +15,18 @@ pub const RESERVED_NAMES: &[&str] = &["execute", "run", "call", "invoke"];
 /// Why a name is not a valid tool name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NameProblem {
+    /// The name is empty.
     Empty,
+    /// Longer than [`MAX_NAME_LEN`].
     TooLong,
+    /// Not `^[a-z][a-z0-9_]*$`.
     BadFormat,
+    /// One of [`RESERVED_NAMES`].
     Reserved,
 }
 
 /// Checks the snake_case rule `^[a-z][a-z0-9_]*$` and the length limit (not the reserved words).
-pub fn check_snake_case(name: &str) -> Result<(), NameProblem> {
+pub(crate) fn check_snake_case(name: &str) -> Result<(), NameProblem> {
     let bytes = name.as_bytes();
     let Some(first) = bytes.first() else {
         return Err(NameProblem::Empty);

@@ -253,12 +253,17 @@ fn decode_cursor(cursor: &str) -> Option<ToolName> {
 /// Filters for listing tools; all given filters must match.
 #[derive(Clone, Debug)]
 pub struct Query {
+    /// Only tools of this category.
     pub category: Option<Category>,
+    /// Only tools of this effect.
     pub effect: Option<Effect>,
+    /// Only tools of this consequence.
     pub consequence: Option<Consequence>,
+    /// Only tools with this tag.
     pub tag: Option<String>,
     /// Case-insensitive substring of the name or the description.
     pub text: Option<String>,
+    /// Most tools on one page.
     pub limit: usize,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -295,6 +300,7 @@ impl Query {
 /// One page of a listing.
 #[derive(Clone, Debug)]
 pub struct Page {
+    /// The tools of this page, in name order.
     pub items: Vec<RegisteredTool>,
     /// Pass as `Query::cursor` for the next page; `None` on the last page.
     pub next_cursor: Option<String>,

@@ -59,7 +59,9 @@ impl fmt::Display for SchemaLevel {
 /// JSON Schema level of its schemas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanCaps {
+    /// The strongest isolation level a definition may need.
     pub max_isolation: Isolation,
+    /// How much of JSON Schema custom definitions may use.
     pub schema_level: SchemaLevel,
 }
 

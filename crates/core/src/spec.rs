@@ -17,10 +17,15 @@ use crate::validate::Issue;
 /// The governance fields of a definition with defaults and `safety_level` applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resolved {
+    /// Functional domain.
     pub category: Category,
+    /// Mutation class.
     pub effect: Effect,
+    /// Real-world impact.
     pub consequence: Consequence,
+    /// Whether a person must approve each call.
     pub requires_confirmation: bool,
+    /// Whether failures may be retried.
     pub idempotent: bool,
 }
 
@@ -46,11 +51,17 @@ impl Resolved {
 /// Execution limits with defaults applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
+    /// Per-attempt timeout.
     pub timeout: Duration,
+    /// Output cap in bytes.
     pub max_output_bytes: u64,
+    /// Whether the tool may have side effects.
     pub allow_side_effects: bool,
+    /// The isolation the tool must run in.
     pub isolation: Isolation,
+    /// Whether retryable failures may be retried.
     pub retryable: bool,
+    /// Most attempts.
     pub max_attempts: u32,
 }
 

@@ -43,7 +43,9 @@ impl fmt::Display for Issue {
 /// Everything validation found: errors block, warnings do not.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValidationReport {
+    /// Problems that make the definition invalid.
     pub errors: Vec<Issue>,
+    /// Advice that never blocks.
     pub warnings: Vec<Issue>,
 }
 
@@ -87,8 +89,11 @@ impl fmt::Display for ValidationReport {
 /// What a name refers to in the registry a definition is validated against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
+    /// No tool of that name.
     Absent,
+    /// A custom (non-built-in) tool.
     Custom,
+    /// A built-in tool.
     Builtin,
 }
 
@@ -96,9 +101,11 @@ pub enum Lookup {
 /// names), the strongest isolation level and the JSON Schema level the plan in force allows.
 #[derive(Clone, Copy)]
 pub struct Env<'a> {
+    /// The strongest isolation level a definition may need.
     pub max_isolation: Isolation,
     /// How much of JSON Schema a custom definition's schemas may use (built-ins are exempt).
     pub schema_level: SchemaLevel,
+    /// What a name refers to in the registry; `None` skips the checks that need the registry.
     pub lookup: Option<&'a (dyn Fn(&str) -> Lookup + Sync)>,
     /// Whether the definition is being validated as a built-in (may take a built-in name).
     pub builtin: bool,
