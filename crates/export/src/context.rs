@@ -37,7 +37,7 @@ pub(crate) struct Cx {
 }
 
 impl Cx {
-    pub fn new(tool: &str, target: Target) -> Self {
+    pub(crate) fn new(tool: &str, target: Target) -> Self {
         Self {
             tool: tool.to_owned(),
             target,
@@ -46,7 +46,7 @@ impl Cx {
     }
 
     /// Records that something at `path` was dropped or changed.
-    pub fn note(&mut self, path: &str, message: impl Into<String>) {
+    pub(crate) fn note(&mut self, path: &str, message: impl Into<String>) {
         self.notes.push(ExportNote {
             tool: self.tool.clone(),
             path: path.to_owned(),
@@ -55,7 +55,7 @@ impl Cx {
     }
 
     /// `path uses `keyword`, which {reason}`.
-    pub fn uses(&self, path: &str, keyword: &str, reason: impl AsRef<str>) -> ExportError {
+    pub(crate) fn uses(&self, path: &str, keyword: &str, reason: impl AsRef<str>) -> ExportError {
         self.unsupported(
             path,
             keyword,
@@ -64,7 +64,7 @@ impl Cx {
     }
 
     /// `path {detail}`, for problems that are not one keyword's fault.
-    pub fn unsupported(&self, path: &str, keyword: &str, detail: String) -> ExportError {
+    pub(crate) fn unsupported(&self, path: &str, keyword: &str, detail: String) -> ExportError {
         ExportError::Unsupported {
             tool: self.tool.clone(),
             target: self.target.phrase,
@@ -74,7 +74,7 @@ impl Cx {
         }
     }
 
-    pub fn recursive(&self, path: &str, reference: &str) -> ExportError {
+    pub(crate) fn recursive(&self, path: &str, reference: &str) -> ExportError {
         ExportError::Recursive {
             tool: self.tool.clone(),
             target: self.target.phrase,
@@ -84,7 +84,7 @@ impl Cx {
         }
     }
 
-    pub fn unresolved(&self, path: &str, reference: &str) -> ExportError {
+    pub(crate) fn unresolved(&self, path: &str, reference: &str) -> ExportError {
         ExportError::UnresolvedRef {
             tool: self.tool.clone(),
             target: self.target.phrase,
@@ -93,7 +93,7 @@ impl Cx {
         }
     }
 
-    pub fn too_large(
+    pub(crate) fn too_large(
         &self,
         what: &'static str,
         actual: usize,

@@ -22,6 +22,7 @@ pub enum ExportError {
     /// A schema uses something the target cannot express.
     #[error("Cannot export tool {tool} {target}: {path} {detail}")]
     Unsupported {
+        /// The tool whose schema cannot be exported.
         tool: String,
         /// `in OpenAI strict mode`, `to Gemini`, …
         target: &'static str,
@@ -37,10 +38,15 @@ pub enum ExportError {
         "Cannot export tool {tool} {target}: {path} uses `$ref` to {reference}, which refers back to a schema that contains it; {target_name} needs references inlined and cannot express recursive schemas (flatten the recursion or cap it at a fixed depth)"
     )]
     Recursive {
+        /// The tool whose schema cannot be exported.
         tool: String,
+        /// `in OpenAI strict mode`, `to Gemini`, …
         target: &'static str,
+        /// The target's name for the message, like `Gemini`.
         target_name: &'static str,
+        /// Where the reference is, like `parameters.properties.a`.
         path: String,
+        /// The reference, like `#/$defs/Node`.
         reference: String,
     },
     /// A `$ref` does not point inside the tool's own schema.
@@ -48,9 +54,13 @@ pub enum ExportError {
         "Cannot export tool {tool} {target}: {path} uses `$ref` to {reference}, which does not resolve inside the tool's schema (only local references like #/$defs/Name can be exported)"
     )]
     UnresolvedRef {
+        /// The tool whose schema cannot be exported.
         tool: String,
+        /// `in OpenAI strict mode`, `to Gemini`, …
         target: &'static str,
+        /// Where the reference is, like `parameters.properties.a`.
         path: String,
+        /// The reference as written.
         reference: String,
     },
     /// A documented size limit of the target is exceeded.
@@ -58,13 +68,17 @@ pub enum ExportError {
         "Cannot export tool {tool} {target}: the schema has {actual} {what}; {limit} at most {max}"
     )]
     TooLarge {
+        /// The tool whose schema cannot be exported.
         tool: String,
+        /// `in OpenAI strict mode`, `to Gemini`, …
         target: &'static str,
         /// What was counted, like "levels of object nesting".
         what: &'static str,
+        /// How many the schema has.
         actual: usize,
         /// Who sets the limit, like "strict mode allows".
         limit: &'static str,
+        /// The most the target allows.
         max: usize,
     },
 }
