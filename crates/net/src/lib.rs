@@ -24,6 +24,8 @@
 //! Refusals are `authorization` errors naming the host, the address and why. Messages and logs
 //! show URLs without their query string, which may hold an API key.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod addr;
 
 use std::fmt;
@@ -57,7 +59,9 @@ pub struct NetPolicy {
     /// Allow loopback, private (RFC 1918, ULA), link-local and CGNAT addresses. Off by default;
     /// for tools that must reach an intranet service, and for tests with local fake servers.
     pub allow_private_network: bool,
+    /// Most redirects followed per request (each hop checked again).
     pub max_redirects: u32,
+    /// Most bytes of a response body read; more ends the request.
     pub max_response_bytes: u64,
     /// Milliseconds for one whole exchange (the tool's own timeout still applies).
     pub timeout_ms: u64,
@@ -115,6 +119,7 @@ impl NetPolicy {
 /// Building a client failed.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
+    /// The client could not be built; the message says why.
     #[error("Cannot build the HTTP client: {0}")]
     Build(String),
 }
@@ -122,10 +127,12 @@ pub enum NetError {
 /// What kind of [`NetError`] this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NetErrorKind {
+    /// The client could not be built (TLS or resolver set-up).
     Build,
 }
 
 impl NetError {
+    /// The class of this error.
     pub fn kind(&self) -> NetErrorKind {
         match self {
             Self::Build(_) => NetErrorKind::Build,
@@ -135,6 +142,7 @@ impl NetError {
 
 /// Turns a host name into addresses. The system resolver by default; tests substitute one.
 pub trait Resolver: Send + Sync + 'static {
+    /// The addresses of `host`.
     fn lookup<'a>(&'a self, host: &'a str) -> BoxFuture<'a, io::Result<Vec<IpAddr>>>;
 }
 
@@ -154,8 +162,11 @@ impl Resolver for SystemResolver {
 /// A refused destination.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
+    /// The host as the URL names it.
     pub host: String,
+    /// The address that was refused.
     pub ip: IpAddr,
+    /// Why: the class of the address.
     pub class: AddressClass,
 }
 
