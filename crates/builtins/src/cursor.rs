@@ -31,7 +31,7 @@ pub(crate) struct Cursor {
 
 impl Cursor {
     /// A string field of the scope.
-    pub fn scope_str(&self, key: &str) -> Option<&str> {
+    pub(crate) fn scope_str(&self, key: &str) -> Option<&str> {
         self.scope.get(key).and_then(Value::as_str)
     }
 }

@@ -8,13 +8,24 @@ use std::path::Path;
 pub enum BuiltinError {
     /// The file tools' root does not exist.
     #[error("Root directory not found: {path}")]
-    RootNotFound { path: String },
+    RootNotFound {
+        /// The root as given.
+        path: String,
+    },
     /// The file tools' root exists but is not a directory.
     #[error("Root is not a directory: {path}")]
-    RootNotDirectory { path: String },
+    RootNotDirectory {
+        /// The root as given.
+        path: String,
+    },
     /// The root could not be resolved (permissions, I/O).
     #[error("Cannot open root directory {path}: {message}")]
-    RootIo { path: String, message: String },
+    RootIo {
+        /// The root as given.
+        path: String,
+        /// The operating system's message.
+        message: String,
+    },
 }
 
 /// Stable, machine-readable class of a [`BuiltinError`].

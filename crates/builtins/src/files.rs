@@ -38,10 +38,13 @@ pub const READ_ENCODINGS: &[&str] = &["utf-8", "base64"];
 /// Output cap of `read_file`: room for a 10 MiB file in base64 (4/3 of it) plus JSON framing.
 const READ_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Tool names.
+/// The `read_file` tool's name.
 pub const READ_FILE: &str = "read_file";
+/// The `write_file` tool's name.
 pub const WRITE_FILE: &str = "write_file";
+/// The `list_directory` tool's name.
 pub const LIST_DIRECTORY: &str = "list_directory";
+/// The `delete_file` tool's name.
 pub const DELETE_FILE: &str = "delete_file";
 
 const PATH_DESCRIPTION: &str = "Path relative to the workspace root, e.g. \"docs/notes.md\" (absolute paths must lie inside the root)";
@@ -60,6 +63,7 @@ the root; paths that leave it through .. or a symbolic link fail with \"Permissi
 <path>\", missing files with \"File not found: <path>\". Directories and files larger than \
 10 MiB are refused.";
 
+/// The `write_file` tool's description.
 pub const WRITE_FILE_DESCRIPTION: &str = "Writes text to one file inside the workspace root and \
 returns {bytesWritten}. Creates the file, and any missing parent directories, if it does not \
 exist; otherwise replaces its whole content. Use it to save a complete new version of a file: it \
@@ -68,6 +72,7 @@ atomic: the file holds either the old or the new content, never a mix. Content i
 UTF-8, at most 10 MiB. Paths are relative to the root; paths that leave it through .. or a \
 symbolic link fail with \"Permission denied: <path>\". Every call needs a person's approval.";
 
+/// The `list_directory` tool's description.
 pub const LIST_DIRECTORY_DESCRIPTION: &str = "Lists a directory inside the workspace root and \
 returns {entries: [{name, type, size}], truncated, nextCursor}. type is \"file\" or \"directory\"; size is \
 in bytes (0 for directories). With recursive = true it also lists every subdirectory, naming \
@@ -80,6 +85,7 @@ subdirectories that cannot be read. At most limit entries are returned (default 
 10000); when there are more, truncated is true and nextCursor is there: pass it as cursor with \
 the same path and recursive to get the next entries.";
 
+/// The `delete_file` tool's description.
 pub const DELETE_FILE_DESCRIPTION: &str = "Deletes one file inside the workspace root and \
 returns {deleted: path}. Use it only when the user wants that file removed: deletion cannot be \
 undone. Directories are refused, so nothing is ever deleted recursively; a symbolic link is \

@@ -65,7 +65,10 @@ pub enum FileRoot {
     Dir(PathBuf),
     /// The file tools serve nothing: every call answers `unavailable` with `reason`, which
     /// names the setting to add.
-    Disabled { reason: String },
+    Disabled {
+        /// Why, naming the setting that gives the file tools a root.
+        reason: String,
+    },
 }
 
 impl FileRoot {

@@ -14,6 +14,8 @@
 //! <path>` for paths that leave the root and `execution` errors with `File not found: <path>`
 //! for missing files.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod args;
 mod base64;
 mod calculator;
@@ -81,9 +83,13 @@ pub struct BuiltinOptions {
     /// The directory the file tools are jailed to (must exist; canonicalized once), or
     /// [`FileRoot::Disabled`]: the file tools answer `unavailable`.
     pub root: FileRoot,
+    /// `web_search`'s engine, key and base URL.
     pub search: SearchConfig,
+    /// `wikipedia`'s base URL.
     pub wikipedia: WikipediaConfig,
+    /// Where `todo_manager` keeps its plans.
     pub plans: Arc<dyn PlanStore>,
+    /// The output types `validate_output` checks against.
     pub output_types: Arc<OutputTypes>,
 }
 

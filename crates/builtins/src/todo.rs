@@ -84,8 +84,11 @@ number. Plans are private to the caller and persist between calls; keep separate
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ItemStatus {
+    /// Not started.
     Pending,
+    /// Being worked on; at most one item of a plan.
     InProgress,
+    /// Done.
     Completed,
 }
 
@@ -122,8 +125,11 @@ impl fmt::Display for ItemStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanItem {
+    /// The item's id, unique in its plan.
     pub id: String,
+    /// What is to be done.
     pub content: String,
+    /// `pending`, `in_progress` or `completed`.
     pub status: ItemStatus,
 }
 

@@ -66,13 +66,26 @@ pub enum OutputTypeError {
     #[error(
         "Invalid output type name {name:?}: use lower-case letters, digits and _, starting with a letter, at most 64 characters (the file name without .json)"
     )]
-    BadName { name: String },
+    BadName {
+        /// The name as given.
+        name: String,
+    },
     /// The definition is not `{description?, schema, warnings?}` or a schema does not compile.
     #[error("Output type {name}: {message}")]
-    BadDefinition { name: String, message: String },
+    BadDefinition {
+        /// The output type's name.
+        name: String,
+        /// What is wrong with its definition.
+        message: String,
+    },
     /// A file or directory could not be read or parsed.
     #[error("Cannot load output types from {path}: {message}")]
-    Io { path: String, message: String },
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The operating system's or the parser's message.
+        message: String,
+    },
 }
 
 /// What [`OutputType::check`] found: `{valid, errors, warnings}`.
@@ -80,7 +93,9 @@ pub enum OutputTypeError {
 pub struct OutputReport {
     /// No errors (warnings do not count).
     pub valid: bool,
+    /// Every violation of the type's schema, each with its path.
     pub errors: Vec<String>,
+    /// Every violation of the type's warning schema; never makes `valid` false.
     pub warnings: Vec<String>,
 }
 

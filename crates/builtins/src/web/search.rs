@@ -52,10 +52,14 @@ when the engine rejects the key or rate-limits (try again later) or is down.";
 /// Most results one call returns.
 pub const MAX_SEARCH_RESULTS: u64 = 20;
 
-/// Environment variables that override [`SearchConfig`] (when set and not blank).
+/// Overrides [`SearchConfig`]'s engine. This and the other `ENV_SEARCH_*` variables win over
+/// the configuration when set and not blank.
 pub const ENV_SEARCH_ENGINE: &str = "TOOLGATE_SEARCH_ENGINE";
+/// Overrides [`SearchConfig`]'s API key.
 pub const ENV_SEARCH_API_KEY: &str = "TOOLGATE_SEARCH_API_KEY";
+/// Overrides [`SearchConfig`]'s Google search engine id.
 pub const ENV_SEARCH_CX: &str = "TOOLGATE_SEARCH_CX";
+/// Overrides [`SearchConfig`]'s base URL.
 pub const ENV_SEARCH_BASE_URL: &str = "TOOLGATE_SEARCH_BASE_URL";
 
 /// Default time limit of one engine request (the tool's own timeout is 20 s).
