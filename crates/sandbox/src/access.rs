@@ -16,7 +16,9 @@ use crate::command::{COMMAND_KIND, CommandPlan};
 /// The host user a sandboxed program runs as.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProgramUser {
+    /// The user id.
     pub uid: u32,
+    /// The primary group id.
     pub gid: u32,
     /// Supplementary groups (none when toolgate runs as root: they are dropped).
     pub groups: Vec<u32>,

@@ -23,16 +23,16 @@ use nix::sys::socket::{
 use crate::spec::{LaunchSpec, NetMode, SPEC_ENV};
 
 /// argv[1] of the bridge process.
-pub const BRIDGE_ARG: &str = "__toolgate-sandbox-bridge";
+pub(crate) const BRIDGE_ARG: &str = "__toolgate-sandbox-bridge";
 
 /// The stand-in address of the `i`-th allowed host.
-pub fn stand_in(i: usize) -> Ipv4Addr {
+pub(crate) fn stand_in(i: usize) -> Ipv4Addr {
     let i = u8::try_from(i + 2).unwrap_or(u8::MAX);
     Ipv4Addr::new(127, 0, 0, i)
 }
 
 /// The hosts file that maps every allowed host to its stand-in.
-pub fn hosts_file(hosts: &[(String, u16)]) -> String {
+pub(crate) fn hosts_file(hosts: &[(String, u16)]) -> String {
     let mut out = String::new();
     if !hosts.iter().any(|(h, _)| h == "localhost") {
         out.push_str("127.0.0.1 localhost\n");
@@ -162,7 +162,7 @@ fn serve_one(conn: TcpStream, socket: &Path, index: usize) {
 }
 
 /// The bridge process: listens on every stand-in, prints `+` once all listen.
-pub fn bridge_main() -> i32 {
+pub(crate) fn bridge_main() -> i32 {
     let spec: Option<LaunchSpec> = std::env::var(SPEC_ENV)
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok());

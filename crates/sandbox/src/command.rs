@@ -39,11 +39,17 @@ pub enum OutputMode {
 /// A checked `[run]` section of kind `command`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandPlan {
+    /// The absolute path of the program.
     pub program: PathBuf,
+    /// The argument list; `{param}` elements become one argument each.
     pub args: Vec<Arg>,
+    /// Names of toolgate's environment variables passed on to the program.
     pub env: Vec<String>,
+    /// What stdout becomes.
     pub output: OutputMode,
+    /// Paths the program may read (`[run.sandbox] read_paths`).
     pub read_paths: Vec<PathBuf>,
+    /// Paths the program may write (`[run.sandbox] write_paths`).
     pub write_paths: Vec<PathBuf>,
     /// `(host, port)`.
     pub allowed_hosts: Vec<(String, u16)>,

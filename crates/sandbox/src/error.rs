@@ -25,10 +25,15 @@ pub enum SandboxError {
 /// The kind of a [`SandboxError`], for callers that branch on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SandboxErrorKind {
+    /// [`SandboxError::Unavailable`].
     Unavailable,
+    /// [`SandboxError::Spawn`].
     Spawn,
+    /// [`SandboxError::Timeout`].
     Timeout,
+    /// [`SandboxError::Cancelled`].
     Cancelled,
+    /// [`SandboxError::Failed`].
     Failed,
 }
 

@@ -30,6 +30,7 @@ impl std::fmt::Debug for SandboxExecutor {
 }
 
 impl SandboxExecutor {
+    /// An executor that runs out-of-process work through `runner`.
     pub fn new(runner: Arc<Runner>) -> Self {
         Self {
             runner,

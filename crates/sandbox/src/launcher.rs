@@ -40,7 +40,7 @@ fn setup_failed(message: &str) -> i32 {
 }
 
 /// Stage 1. Returns the exit status for `main` (the program's, or 128 + its signal).
-pub fn launch_main() -> i32 {
+pub(crate) fn launch_main() -> i32 {
     match stage1() {
         Ok(code) => code,
         Err(message) => setup_failed(&message),
@@ -48,7 +48,7 @@ pub fn launch_main() -> i32 {
 }
 
 /// Stage 2. Only returns when the sandbox could not be set up.
-pub fn init_main() -> i32 {
+pub(crate) fn init_main() -> i32 {
     match stage2() {
         Ok(never) => match never {},
         Err(message) => setup_failed(&message),
@@ -212,7 +212,7 @@ fn set_limits(l: &ResourceLimits) -> Result<(), String> {
 
 /// The user-id mapper: waits until process `argv[2]` has entered a new user namespace, then maps
 /// uid and gid 0 inside it to `argv[3]` and `argv[4]` outside.
-pub fn map_main() -> i32 {
+pub(crate) fn map_main() -> i32 {
     match map_ids() {
         Ok(()) => 0,
         Err(message) => {

@@ -12,6 +12,8 @@
 //! namespace's first process, the network bridge, or a worker running one in-process tool.
 //! A level the host cannot enforce fails the call with `unavailable`; it is never weakened.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod access;
 mod bridge;
 mod cgroup;

@@ -45,7 +45,9 @@ pub struct SandboxConfig {
     pub address_space_bytes: u64,
     /// Processes and threads of `standard` and `strict` programs.
     pub processes: u64,
+    /// Open file descriptors of a program (`RLIMIT_NOFILE`).
     pub open_files: u64,
+    /// Largest file a program may write (`RLIMIT_FSIZE`).
     pub file_size_bytes: u64,
     /// Where calls get their private temporary directories.
     pub temp_root: PathBuf,
@@ -113,15 +115,23 @@ impl SandboxConfig {
 /// One program to run.
 #[derive(Clone, Debug)]
 pub struct Job {
+    /// The isolation level to run at.
     pub level: Isolation,
+    /// The absolute path of the program.
     pub program: PathBuf,
+    /// Its arguments, each passed as is.
     pub args: Vec<String>,
     /// Variables for the program besides HOME, TMPDIR, PATH and LANG.
     pub env: Vec<(String, String)>,
+    /// Paths the program may read (from `strict` up).
     pub read_paths: Vec<PathBuf>,
+    /// Paths the program may write (from `strict` up).
     pub write_paths: Vec<PathBuf>,
+    /// `(host, port)` pairs the program may connect to (bridged, from `strict` up).
     pub allowed_hosts: Vec<(String, u16)>,
+    /// Bytes written to the program's stdin.
     pub stdin: Vec<u8>,
+    /// Wall time after which the program and everything it started are killed.
     pub timeout: Duration,
     /// Bytes of stdout kept; more ends the run (the output is marked cut).
     pub max_stdout: u64,
@@ -132,18 +142,24 @@ pub struct Job {
 /// How a run ended.
 #[derive(Debug)]
 pub struct Finished {
+    /// What the program wrote to stdout (at most [`Job::max_stdout`] bytes).
     pub stdout: Vec<u8>,
     /// stdout went past [`Job::max_stdout`] and the run was stopped.
     pub stdout_cut: bool,
+    /// The end of what it wrote to stderr, for messages.
     pub stderr_tail: String,
+    /// The exit code, if it exited.
     pub code: Option<i32>,
+    /// The signal that killed it, if one did.
     pub signal: Option<i32>,
     /// The memory limit was hit.
     pub out_of_memory: bool,
+    /// How long the run took.
     pub elapsed: Duration,
 }
 
 impl Finished {
+    /// Whether the program exited with code 0.
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }
@@ -229,10 +245,12 @@ fn kill_tree(pid: Option<u32>) {
 }
 
 impl Runner {
+    /// A runner with the given configuration.
     pub fn new(config: SandboxConfig) -> Self {
         Self { config }
     }
 
+    /// The configuration it runs with.
     pub fn config(&self) -> &SandboxConfig {
         &self.config
     }

@@ -27,6 +27,7 @@ pub const SETUP_FAILED: &str = "toolgate-sandbox: ";
 /// Everything the launcher needs, decided by the executor.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LaunchSpec {
+    /// The isolation level to set up.
     pub level: Isolation,
     /// Absolute path of the program to execute.
     pub program: PathBuf,
@@ -40,13 +41,16 @@ pub struct LaunchSpec {
     pub read_paths: Vec<PathBuf>,
     /// Paths with full access; only enforced from `strict` up.
     pub write_paths: Vec<PathBuf>,
+    /// The network the program sees.
     pub net: NetMode,
+    /// Resource limits set before `execve`.
     pub limits: ResourceLimits,
     /// `cgroup.procs` files the launcher joins before anything else (memory and pids limits).
     pub cgroup_procs: Vec<PathBuf>,
     /// The host user and group the program runs as from `standard` up (root inside its user
     /// namespace, this uid/gid outside): an unprivileged one when toolgate runs as root.
     pub outside_uid: u32,
+    /// See `outside_uid`.
     pub outside_gid: u32,
 }
 
@@ -74,10 +78,16 @@ pub enum NetMode {
 /// `setrlimit` values (0 = leave the inherited limit).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct ResourceLimits {
+    /// CPU time (`RLIMIT_CPU`).
     pub cpu_seconds: u64,
+    /// Address space (`RLIMIT_AS`).
     pub address_space_bytes: u64,
+    /// Data segment (`RLIMIT_DATA`).
     pub data_bytes: u64,
+    /// Open file descriptors (`RLIMIT_NOFILE`).
     pub open_files: u64,
+    /// Largest file written (`RLIMIT_FSIZE`).
     pub file_size_bytes: u64,
+    /// Processes and threads of the user (`RLIMIT_NPROC`).
     pub processes: u64,
 }

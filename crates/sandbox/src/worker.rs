@@ -72,7 +72,7 @@ fn fail(kind: ErrorKind, message: String) -> i32 {
 }
 
 /// Runs the one tool the request names, from `tools`.
-pub fn worker_main(tools: &[Arc<dyn Tool>]) -> i32 {
+pub(crate) fn worker_main(tools: &[Arc<dyn Tool>]) -> i32 {
     let mut raw = Vec::new();
     if std::io::stdin().read_to_end(&mut raw).is_err() {
         return fail(
