@@ -38,7 +38,7 @@ pub use error::{SandboxError, SandboxErrorKind};
 pub use executor::SandboxExecutor;
 pub use runner::{Finished, Job, Runner, SandboxConfig};
 
-/// Runs the hidden mode named by argv[1], if any, and returns its exit status; `None` for a
+/// Runs the hidden mode named by `argv[1]`, if any, and returns its exit status; `None` for a
 /// normal start. Call it first in `main`, before starting threads or a runtime; `tools` are
 /// the in-process tools the worker mode may run.
 pub fn hidden_main<F>(tools: F) -> Option<i32>

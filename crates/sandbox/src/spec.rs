@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use toolgate_core::Isolation;
 
-/// argv[1] of the `toolgate` binary re-executed as the sandbox launcher (stage 1).
+/// `argv[1]` of the `toolgate` binary re-executed as the sandbox launcher (stage 1).
 pub const LAUNCH_ARG: &str = "__toolgate-sandbox";
-/// argv[1] of stage 2: the first process of the new PID namespace, which locks itself down and
+/// `argv[1]` of stage 2: the first process of the new PID namespace, which locks itself down and
 /// becomes the program.
 pub const INIT_ARG: &str = "__toolgate-sandbox-init";
-/// argv[1] of the helper that writes the user-id maps of stage 1's new user namespace.
+/// `argv[1]` of the helper that writes the user-id maps of stage 1's new user namespace.
 pub const MAP_ARG: &str = "__toolgate-sandbox-map";
-/// argv[1] of the worker mode: runs one in-process tool's handler (inside the sandbox).
+/// `argv[1]` of the worker mode: runs one in-process tool's handler (inside the sandbox).
 pub const WORKER_ARG: &str = "__toolgate-worker";
 /// The environment variable carrying the [`LaunchSpec`].
 pub const SPEC_ENV: &str = "TOOLGATE_SANDBOX_SPEC";
@@ -31,7 +31,7 @@ pub struct LaunchSpec {
     pub level: Isolation,
     /// Absolute path of the program to execute.
     pub program: PathBuf,
-    /// argv[1..] of the program.
+    /// `argv[1..]` of the program.
     pub args: Vec<String>,
     /// The program's whole environment.
     pub env: Vec<(String, String)>,
