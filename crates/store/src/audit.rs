@@ -770,8 +770,8 @@ impl Store {
     /// Walks the chain in `seq` order and reports the first entry that was altered (its content
     /// no longer matches its hash) or follows a removed one (a gap in `seq`, or a `prev_hash` that
     /// is not the previous entry's hash); then checks the chain against every checkpoint kept
-    /// (see [`crate::checkpoint`]): removed newest entries show as a [`CutTail`], a checkpoint
-    /// with a bad MAC or naming a rewritten entry as a [`CheckpointProblem`].
+    /// (signed checkpoints, `checkpoint.rs`): removed newest entries show as a [`CutTail`], a
+    /// checkpoint with a bad MAC or naming a rewritten entry as a [`CheckpointProblem`].
     pub async fn verify(&self) -> Result<VerifyReport, StoreError> {
         let mut report = self.verify_chain().await?;
         let findings = self.check_checkpoints().await?;
