@@ -33,6 +33,10 @@ for script in scripts/*.sh examples/*/*.sh; do bash -n "$script"; done
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "docs: ARCHITECTURE.md names every source file; cargo doc (warnings are errors)"
+bash scripts/check-architecture.sh
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
+
 step "tests (cargo nextest)"
 cargo nextest run --workspace --no-fail-fast
 
@@ -57,7 +61,7 @@ cargo test --workspace --doc --quiet
 step "example: three ways to define a tool"
 cargo run --quiet -p toolgate-examples --example three_ways >/dev/null
 
-step "example: seed 002's product context tools (factory pattern over SQLite)"
+step "example: the product context tools (factory pattern over SQLite)"
 cargo run --quiet -p toolgate-examples --example product_context >/dev/null
 
 step "benchmarks compile and run once (cargo bench -- --test)"
