@@ -34,6 +34,7 @@ pub enum ApprovalStatus {
     Pending,
     /// Approved, not yet started.
     Approved,
+    /// A person said no; it never runs.
     Denied,
     /// Not decided in time.
     Expired,
@@ -46,6 +47,7 @@ pub enum ApprovalStatus {
 }
 
 impl ApprovalStatus {
+    /// Every status, in the order an approval can reach them.
     pub const ALL: [Self; 7] = [
         Self::Pending,
         Self::Approved,
@@ -56,6 +58,7 @@ impl ApprovalStatus {
         Self::Indeterminate,
     ];
 
+    /// The snake_case name stored and sent on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -102,13 +105,17 @@ impl FromStr for ApprovalStatus {
 /// What a caller asks approval for.
 #[derive(Clone, Debug)]
 pub struct NewApproval {
+    /// The id of the call that waits.
     pub call_id: String,
+    /// The tool it calls.
     pub tool: String,
+    /// The tool's definition hash: the approval holds only for this version.
     pub definition_hash: String,
     /// The canonical arguments the call will run with.
     pub arguments: Value,
     /// The same with sensitive values redacted, for people to read.
     pub display: Value,
+    /// Who calls.
     pub principal: String,
     /// Why the caller wants to run it (shown to the approver).
     pub reason: Option<String>,
@@ -144,10 +151,15 @@ struct Request {
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
+    /// The approval's id, `apr_…`.
     pub id: String,
+    /// The id of the call that waits.
     pub call_id: String,
+    /// The tool it calls.
     pub tool: String,
+    /// The definition hash the approval is bound to.
     pub definition_hash: String,
+    /// SHA-256 of the canonical arguments, which the approval is bound to.
     pub arguments_sha256: String,
     /// The arguments the call runs with (sensitive values included): never shown.
     #[serde(skip)]
@@ -155,16 +167,27 @@ pub struct Approval {
     /// The arguments with sensitive values redacted.
     #[serde(rename = "arguments")]
     pub display: Value,
+    /// Who calls; the approved call runs as this principal.
     pub principal: String,
+    /// Why the caller wants to run it.
     pub reason: Option<String>,
+    /// The caller's idempotency key, if it gave one.
     pub idempotency_key: Option<String>,
+    /// Where the approval stands.
     pub status: ApprovalStatus,
+    /// When it was requested.
     pub created_at: DateTime<Utc>,
+    /// When it expires if nobody decides.
     pub expires_at: DateTime<Utc>,
+    /// When it was approved or denied.
     pub decided_at: Option<DateTime<Utc>>,
+    /// Who approved or denied it.
     pub decided_by: Option<String>,
+    /// The reason given with the decision.
     pub decision_reason: Option<String>,
+    /// When the approved call started running.
     pub started_at: Option<DateTime<Utc>>,
+    /// When it finished.
     pub finished_at: Option<DateTime<Utc>>,
     /// The call's result envelope once executed.
     pub result: Option<Value>,

@@ -38,7 +38,7 @@ type HmacSha256 = Hmac<Sha256>;
 /// The shortest key accepted, in bytes.
 const MIN_KEY_BYTES: usize = 16;
 /// Checkpoints written by the background task are at least this far apart.
-pub const THROTTLE: Duration = Duration::from_secs(1);
+pub(crate) const THROTTLE: Duration = Duration::from_secs(1);
 /// Rows of `audit_checkpoints` kept (the newest); older ones add nothing the newest do not prove.
 const KEEP_ROWS: i64 = 64;
 /// Rows of `audit_checkpoints` [`crate::Store::verify`] reads (the newest).
@@ -103,7 +103,9 @@ pub fn suffixed(path: &Path, suffix: &str) -> PathBuf {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Checkpoint {
+    /// The entry's `seq`.
     pub seq: i64,
+    /// The entry's hash.
     pub hash: String,
     /// When it was signed (RFC 3339).
     pub at: String,
@@ -140,6 +142,7 @@ pub struct CutTail {
     pub last_missing: i64,
     /// The newest entry left (0: none).
     pub head: i64,
+    /// Where the checkpoint that shows the cut was read.
     pub source: CheckpointSource,
 }
 
@@ -162,10 +165,13 @@ impl fmt::Display for CutTail {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointProblem {
+    /// Where the checkpoint was read.
     pub source: CheckpointSource,
     /// The checkpoint's `seq`, when it could be read.
     pub seq: Option<i64>,
+    /// What is wrong with it.
     pub kind: CheckpointProblemKind,
+    /// The details, for people.
     pub reason: String,
 }
 

@@ -17,6 +17,7 @@ use crate::{LOCK_DEFINITIONS, Store, from_json, now, on_pool, parse_ts, ts, writ
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredDefinition {
+    /// The definition as stored.
     pub definition: ToolDefinition,
     /// 1 for a new tool; +1 per update. Re-adding a removed name continues after the highest
     /// earlier version, so `(name, version)` always names one row of the history.

@@ -39,15 +39,23 @@ pub enum StoreError {
     #[error(
         "Invalid database URL {url}: {reason} (use sqlite:PATH, sqlite://PATH or postgres://USER@HOST/DB)"
     )]
-    InvalidUrl { url: String, reason: String },
+    InvalidUrl {
+        /// The URL as given (its password masked).
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A request the store cannot act on (for example a bad Postgres schema name).
     #[error("{0}")]
     Invalid(String),
     /// The database could not be opened or connected to.
     #[error("Cannot open database {url}: {source} ({hint})")]
     Open {
+        /// The database URL (its password masked).
         url: String,
+        /// What to check, for the message.
         hint: &'static str,
+        /// The driver's error.
         #[source]
         source: sqlx::Error,
     },
@@ -56,7 +64,9 @@ pub enum StoreError {
         "Cannot prepare database {url}: applying migrations failed: {source} (was it created by a newer toolgate, or edited by hand?)"
     )]
     Migrate {
+        /// The database URL (its password masked).
         url: String,
+        /// The migrator's error.
         #[source]
         source: sqlx::migrate::MigrateError,
     },
@@ -71,14 +81,19 @@ pub enum StoreError {
     /// The plan's custom-definition limit would be exceeded.
     #[error("{message}")]
     PlanLimit {
+        /// The plan in force.
         plan: String,
+        /// Its most live custom definitions.
         limit: u64,
+        /// The whole message, naming the plan and what to do.
         message: String,
     },
     /// A query failed.
     #[error("Database error while {action}: {source} (is the database reachable and writable?)")]
     Database {
+        /// What the store was doing, like `reading an approval`.
         action: &'static str,
+        /// The driver's error.
         #[source]
         source: sqlx::Error,
     },

@@ -19,9 +19,13 @@ use crate::{LOCK_DEFINITIONS, Store, from_json, on_pool, parse_ts, write_tx};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
+    /// A custom definition was added.
     Created,
+    /// A custom definition was replaced by a new version.
     Updated,
+    /// A custom definition was removed.
     Deleted,
+    /// A definition passed validation (CLI or REST).
     Validated,
 }
 
@@ -51,12 +55,17 @@ impl EventKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredEvent {
+    /// The event's id: a gap-free cursor in commit order.
     pub id: i64,
+    /// What happened.
     pub kind: EventKind,
+    /// The tool it happened to.
     pub tool: String,
     /// Top-level definition fields that changed (`updated` only).
     pub changed_fields: Vec<String>,
+    /// Who did it.
     pub actor: String,
+    /// When.
     pub at: DateTime<Utc>,
     /// Extra facts: `version` and `definitionHash` for created/updated/deleted; `category`,
     /// `parameterCount` and `durationMs` for validated.

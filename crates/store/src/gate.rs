@@ -106,6 +106,7 @@ pub struct BoundApproval {
 }
 
 impl BoundApproval {
+    /// Approves only what `approval` was given for.
     pub fn new(approval: Approval) -> Self {
         Self { approval }
     }

@@ -50,7 +50,11 @@
 //! Notifications missed while that connection is down are not replayed; catch up with
 //! [`Store::events`].
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod approvals;
+// Being split (issue 19): its items get their docs once that lands.
+#[allow(missing_docs)]
 mod audit;
 mod checkpoint;
 mod definitions;
@@ -58,6 +62,8 @@ mod error;
 mod events;
 mod gate;
 mod output_types;
+// Being split (issue 19): its items get their docs once that lands.
+#[allow(missing_docs)]
 mod pipeline;
 mod plan;
 mod sync;

@@ -10,6 +10,7 @@ use toolgate_core::{Isolation, PlanCaps, Principal, SchemaLevel};
 /// A named plan. The plan in force comes from the configuration file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Plan {
+    /// The plan's name, like `teams`.
     pub name: String,
     /// Most live custom definitions; `None` is unlimited.
     pub max_custom_definitions: Option<u64>,
