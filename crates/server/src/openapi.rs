@@ -501,6 +501,7 @@ fn schemas() -> Value {
                 "watch": { "type": "object", "required": ["approval", "events"], "properties": { "approval": { "type": "string" }, "events": { "type": "string" } } } }
         },
         "Envelope": {
+            "description": "The result of one call, whatever happened: data or error, never both (docs/envelope.md)",
             "type": "object", "required": ["tool", "callId", "fetchedAt", "input", "attempts", "durationMs"],
             "properties": {
                 "tool": { "type": "string" }, "callId": { "type": "string" },
