@@ -1,6 +1,6 @@
 //! `toolgate audit verify` shows a cut tail: calls recorded and checkpointed by the CLI, then the
 //! newest entry, all entries, and a forged checkpoint row — each reported, exit code 1.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,5 @@
 //! End-to-end tests of the `toolgate` binary: every command, exit codes, output snapshots.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

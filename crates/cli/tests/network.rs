@@ -1,8 +1,7 @@
 //! The binary's network wiring end to end: web_search configured by environment variables, an
 //! `http` definition from the tools directory, todo plans surviving a restart, and the network
 //! policy's default refusal of the local fake server (lifted by TOOLGATE_ALLOW_PRIVATE_NETWORK).
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

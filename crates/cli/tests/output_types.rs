@@ -1,7 +1,6 @@
 //! Output types kept in the store: `toolgate output-types add|list|show|rm`, and
 //! `validate_output` checking against a stored type in a later process.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::path::Path;
 use std::process::{Command, Output};

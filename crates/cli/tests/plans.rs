@@ -2,7 +2,7 @@
 //! export` and `call` see exactly the plan's built-ins (a hidden one is "not found", like a tool
 //! that does not exist), and `tools validate`/`add` hold custom schemas to the plan's JSON
 //! Schema level.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::collections::BTreeSet;
 use std::path::Path;

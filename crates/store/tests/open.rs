@@ -1,5 +1,5 @@
 //! Opening the store: concurrent first opens (threads and processes), error messages.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

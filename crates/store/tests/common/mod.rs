@@ -1,7 +1,8 @@
 //! Test harness: every test runs against SQLite (a temp dir) and PostgreSQL
 //! (`postgres://postgres@127.0.0.1:5432/test`, a fresh schema per test). Without a reachable
 //! PostgreSQL the Postgres half is skipped with a note, unless `CI=true`, where it fails.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![cfg(test)]
+#![allow(dead_code)]
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
