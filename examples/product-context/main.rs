@@ -398,7 +398,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 #[cfg(test)]
 mod tests {
-
     use toolgate_core::{ErrorKind, ToolResult, validate};
 
     use super::*;
