@@ -38,8 +38,6 @@ mod format;
 pub mod limits;
 mod names;
 mod origin;
-// The pipeline is being split (issue 19); its items get their docs once that lands.
-#[allow(missing_docs, unreachable_pub)]
 pub mod pipeline;
 pub mod registry;
 mod runkind;

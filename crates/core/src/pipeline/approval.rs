@@ -15,8 +15,11 @@ use crate::tool::BoxFuture;
 /// What is to be approved: who calls which tool (and which version of it) with what arguments.
 #[derive(Debug)]
 pub struct ApprovalRequest<'a> {
+    /// The tool, as the registry resolved it (its definition hash is what is approved).
     pub spec: &'a ToolSpec,
+    /// Who calls.
     pub principal: &'a Principal,
+    /// The call's id.
     pub call_id: CallId,
     /// Canonical arguments with sensitive values redacted (for display).
     pub arguments: Value,
@@ -37,16 +40,28 @@ pub enum Decision {
     /// Run the call.
     Approved,
     /// A person said no (`rejected`).
-    Denied { reason: Option<String> },
+    Denied {
+        /// The approver's reason, if given.
+        reason: Option<String>,
+    },
     /// Nobody could be asked (`confirmation_required`); `hint` says how to approve.
-    Unanswered { hint: String },
+    Unanswered {
+        /// How to approve the call another way.
+        hint: String,
+    },
     /// The request waits, durably, as approval `id` (`confirmation_required` naming it); `hint`
     /// says how to approve.
-    Pending { id: String, hint: String },
+    Pending {
+        /// The durable approval's id.
+        id: String,
+        /// How to approve it.
+        hint: String,
+    },
 }
 
 /// Decides whether a call that requires confirmation may run.
 pub trait ApprovalHandler: Send + Sync + 'static {
+    /// Answers `request`; may wait for a person.
     fn decide<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> BoxFuture<'a, Decision>;
 }
 
@@ -122,7 +137,7 @@ impl PromptApproval {
 }
 
 /// The text shown to the person asked.
-pub fn prompt_text(request: &ApprovalRequest<'_>) -> String {
+pub(super) fn prompt_text(request: &ApprovalRequest<'_>) -> String {
     let spec = request.spec;
     format!(
         "Tool {} requires confirmation (effect {}, consequence {}).\n  principal: {}\n  arguments: {}\nRun it? [y/N] ",

@@ -13,6 +13,7 @@ use crate::tool::{BoxFuture, ToolOutput};
 
 /// Runs one attempt of a resolved, authorized, validated and approved call.
 pub trait Executor: Send + Sync + 'static {
+    /// Runs one attempt of `call` and returns its output or failure.
     fn execute<'a>(&'a self, call: &'a mut Call) -> BoxFuture<'a, ToolOutput>;
 }
 

@@ -1,4 +1,5 @@
-//! The call pipeline (DESIGN.md §3): one ordered chain of stages, the same for every interface.
+//! The call pipeline (ARCHITECTURE.md, "One pipeline, fixed order"): one ordered chain of stages,
+//! the same for every interface.
 //!
 //! ```text
 //! resolve → authorize → validate input (+defaults) → approval → [extra stages, e.g. rate limit]
@@ -50,6 +51,7 @@ use metrics::CallMetrics;
 
 /// The state of a call as it moves through the stages.
 pub struct Call {
+    /// The request as given.
     pub request: CallRequest,
     /// Set by the resolve stage.
     pub tool: Option<RegisteredTool>,
@@ -57,7 +59,9 @@ pub struct Call {
     pub input: Value,
     /// Attempts made so far.
     pub attempts: u32,
+    /// Whether output was cut to the tool's limit.
     pub truncated: bool,
+    /// Where the full output is kept, when a stage kept it apart.
     pub output_ref: Option<String>,
     /// When the call started: the envelope's `fetchedAt`, for stages that record the call.
     pub fetched_at: DateTime<Utc>,
@@ -137,9 +141,11 @@ impl<'a> Next<'a> {
 /// What observers see after each call.
 #[derive(Debug)]
 pub struct CallRecord<'a> {
+    /// The envelope the caller gets.
     pub result: &'a ToolResult,
     /// `None` when the tool was not found.
     pub spec: Option<&'a ToolSpec>,
+    /// Who called.
     pub principal: &'a Principal,
     /// Where the call came from, when the caller said.
     pub origin: Option<&'a crate::CallOrigin>,
@@ -150,6 +156,7 @@ pub struct CallRecord<'a> {
 
 /// Sees every finished call: metrics, logs, the audit log, event streams.
 pub trait CallObserver: Send + Sync + 'static {
+    /// Sees one finished call; must not fail or block for long.
     fn on_call<'a>(&'a self, record: &'a CallRecord<'a>) -> BoxFuture<'a, ()>;
 }
 

@@ -142,6 +142,7 @@ impl Stage for RateLimitStage {
 /// One principal's quota: a rate over all its calls and a cap on its calls in flight.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Quota {
+    /// A rate over all the principal's calls.
     pub rate: Option<RateLimit>,
     /// At most this many calls of the principal run at once (≥ 1).
     pub max_concurrent: Option<u32>,

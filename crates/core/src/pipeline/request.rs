@@ -14,14 +14,21 @@ use crate::envelope::CallId;
 /// A request to call a tool.
 #[derive(Clone)]
 pub struct CallRequest {
+    /// The tool's name as the caller wrote it.
     pub tool: String,
+    /// The arguments, a JSON object.
     pub arguments: Value,
+    /// Who calls.
     pub principal: Arc<Principal>,
+    /// The call's id (a fresh UUIDv7 unless the caller sets one).
     pub call_id: CallId,
-    /// Fires to cancel the call (seed 000's abort signal).
+    /// Fires to cancel the call (the result is `cancelled`, `docs/envelope.md#error-kinds`).
     pub cancel: CancellationToken,
+    /// What the caller's authentication established (token claims).
     pub auth: Arc<AuthClaims>,
+    /// Typed services the tool may need, handed through to its context.
     pub extensions: Arc<Extensions>,
+    /// Where the tool's progress reports go, when someone listens.
     pub progress: Option<Arc<dyn ProgressSink>>,
     /// Overrides the pipeline's approval handler for this call (e.g. `--yes`, MCP elicitation).
     pub approval: Option<Arc<dyn ApprovalHandler>>,

@@ -14,7 +14,7 @@ use crate::registry::Registry;
 use crate::schema;
 use crate::tool::{BoxFuture, ToolOutput};
 
-/// Finds the tool; an unknown name is a `not_found` result (seed 002).
+/// Finds the tool; an unknown name is a `not_found` result (`docs/envelope.md#error-kinds`).
 pub(super) struct Resolve {
     pub(super) registry: Arc<Registry>,
 }
@@ -232,7 +232,7 @@ impl Stage for Approval {
 /// the content blocks attached beside it (see [`output_limit::cap`]).
 ///
 /// Validation runs on the full output: a cut output could never match its schema, and cutting
-/// is not an error (DESIGN.md §1), so checking first keeps both promises.
+/// is not an error (`docs/envelope.md#truncation`), so checking first keeps both promises.
 pub(super) struct OutputChecks;
 
 impl Stage for OutputChecks {
@@ -273,7 +273,9 @@ impl Stage for OutputChecks {
 /// Backoff between attempts: `base * 2^(attempt-1)`, capped at `max`, with jitter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
+    /// The wait before the second attempt.
     pub base: Duration,
+    /// The longest wait between attempts.
     pub max: Duration,
 }
 
