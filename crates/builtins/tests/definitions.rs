@@ -1,5 +1,5 @@
 //! The built-in definitions: each validates without errors or warnings, carries the governance
-//! fields seed 001 and DESIGN.md ask for, and real outputs match its output schema.
+//! fields `docs/tool-model.md#built-in-tools` lists, and real outputs match its output schema.
 #![cfg(test)]
 
 use std::fs;

@@ -1,5 +1,5 @@
 //! `todo_manager` through a real pipeline (registry, authorization, input and output validation)
-//! over the in-memory plan store: seed 002's example exactly, every action, the focus rules, the
+//! over the in-memory plan store: a worked example exactly, every action, the focus rules, the
 //! 15-item limit, per-principal and per-planId plans, error messages, and concurrent updates.
 #![cfg(test)]
 

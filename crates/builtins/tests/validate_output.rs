@@ -1,4 +1,4 @@
-//! `validate_output`: seed 002's example exactly (through a real pipeline), the shipped
+//! `validate_output`: the `domain_map` example exactly (through a real pipeline), the shipped
 //! `domain_map` type's errors and warnings, `errorMessage` rules, loading types from files, and
 //! refusals (unknown type, bad definitions).
 #![cfg(test)]

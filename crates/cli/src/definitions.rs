@@ -237,8 +237,8 @@ fn version_json(v: &StoredDefinition) -> serde_json::Value {
     })
 }
 
-/// Writes the "validated" definition event (seed 003 §11). A failure to record it is reported
-/// but does not undo the command.
+/// Writes the "validated" definition event (`docs/tool-model.md#definition-events`). A failure to
+/// record it is reported but does not undo the command.
 pub async fn record_validated(
     app: &App,
     spec: &toolgate_core::ToolSpec,

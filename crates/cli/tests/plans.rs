@@ -1,6 +1,6 @@
-//! The plan in force on the command line (seed 003 §3.2): `tools list`, `tools show`, `tools
-//! export` and `call` see exactly the plan's built-ins (a hidden one is "not found", like a tool
-//! that does not exist), and `tools validate`/`add` hold custom schemas to the plan's JSON
+//! The plan in force on the command line (`docs/tool-model.md#plans`): `tools list`, `tools show`,
+//! `tools export` and `call` see exactly the plan's built-ins (a hidden one is "not found", like a
+//! tool that does not exist), and `tools validate`/`add` hold custom schemas to the plan's JSON
 //! Schema level.
 #![cfg(test)]
 

@@ -1,5 +1,5 @@
 //! Observability: each call opens an `execute_tool` span with OpenTelemetry GenAI attributes, and
-//! the metrics of DESIGN.md §4 (seed 003 §8 plus per-tool call metrics) reach the `metrics` facade.
+//! the metrics of `docs/tool-model.md#metrics` reach the `metrics` facade.
 #![cfg(test)]
 
 use std::collections::BTreeMap;

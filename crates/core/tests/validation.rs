@@ -1,5 +1,5 @@
-//! Definition validation: every rule of DESIGN.md §1 (seed 003 §5.2, seed 004 invariants) with
-//! the exact `path` and `code` of each issue, seed 003's acceptance criteria and unit tests.
+//! Definition validation: every rule of `docs/tool-model.md#validation-codes` with the exact
+//! `path` and `code` of each issue, and the definition schema's acceptance criteria and unit tests.
 #![cfg(test)]
 
 use std::sync::Arc;
@@ -1317,7 +1317,7 @@ fn validation_is_deterministic() {
     }
 }
 
-// ---- Seed 003 §10 acceptance criteria -------------------------------------------------------
+// ---- Acceptance criteria of the definition schema --------------------------------------------
 
 fn every_field_definition() -> ToolDefinition {
     let text = r#"
@@ -1562,7 +1562,7 @@ fn criterion_10_built_in_definitions_cannot_be_overwritten() {
     );
 }
 
-// ---- Seed 003 §12 unit tests ------------------------------------------------------------------
+// ---- Unit tests of the definition schema ---------------------------------------------------
 
 #[test]
 fn valid_definition_should_pass_validation() {
@@ -1720,9 +1720,10 @@ fn raw_input_schema_required_must_name_declared_properties() {
     insta::assert_snapshot!("required_undeclared_messages", lines.join("\n"));
 }
 
-/// Seed 003 §3.2's JSON Schema column: basic (core, writer_pro), advanced (teams), full + custom
-/// (enterprise). A schema beyond the plan's level is refused, naming the keyword, its path and
-/// the lowest plan that allows it; within the level it passes; built-ins are exempt.
+/// The plans' JSON Schema levels (`docs/tool-model.md#plans`): basic (core, writer_pro), advanced
+/// (teams), full + custom (enterprise). A schema beyond the plan's level is refused, naming the
+/// keyword, its path and the lowest plan that allows it; within the level it passes; built-ins are
+/// exempt.
 #[test]
 fn the_plan_caps_the_json_schema_level() {
     let basic = json!({

@@ -1,6 +1,6 @@
-//! Plans over the wire (seed 003 §3.2): each plan's built-ins are the only built-ins its callers
-//! see — REST listing, lookup, export and calls, MCP `tools/list` and `tools/call` — and a
-//! definition's JSON Schema is held to the plan's level when validated or created over REST.
+//! Plans over the wire (`docs/tool-model.md#plans`): each plan's built-ins are the only built-ins
+//! its callers see — REST listing, lookup, export and calls, MCP `tools/list` and `tools/call` —
+//! and a definition's JSON Schema is held to the plan's level when validated or created over REST.
 #![cfg(test)]
 
 mod common;
@@ -351,7 +351,8 @@ async fn definitions_beyond_the_plans_json_schema_level_are_refused_over_rest() 
             None => assert_eq!(r.json["valid"], true, "{plan}: {}", r.text),
         }
     }
-    // The raw schema's required list names only declared properties (seed 004), over REST too.
+    // The raw schema's required list names only declared properties
+    // (`input_schema.required_undeclared`), over REST too.
     let r = h
         .send(
             Method::POST,

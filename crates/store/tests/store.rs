@@ -152,7 +152,7 @@ async fn conflict_and_not_found_body(db: &TestDb) {
     assert_eq!(store.events(0, 100).await.unwrap().len(), 1);
 }
 
-/// Seed 003 §10 criterion 5: the core tier cannot create custom definitions.
+/// The `core` plan cannot create custom definitions (`docs/tool-model.md#plans`).
 async fn core_plan_body(db: &TestDb) {
     let store = &db.store;
     let err = store
@@ -171,7 +171,7 @@ async fn core_plan_body(db: &TestDb) {
     assert!(store.events(0, 10).await.unwrap().is_empty());
 }
 
-/// Seed 003 §10 criterion 6: WriterPro is limited to 10 custom definitions.
+/// `writer_pro` is limited to 10 custom definitions (`docs/tool-model.md#plans`).
 async fn writer_pro_body(db: &TestDb) {
     let store = &db.store;
     let wp = plan("writer_pro");

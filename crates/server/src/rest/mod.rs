@@ -1,5 +1,5 @@
-//! The REST API under `/v1` (DESIGN.md §4), plus `/openapi.json`, `/healthz` and `/metrics`.
-//! JSON is camelCase; lists take `limit` and `cursor` and answer with `nextCursor`.
+//! The REST API under `/v1` (README.md, "Serving: MCP and REST"), plus `/openapi.json`, `/healthz`
+//! and `/metrics`. JSON is camelCase; lists take `limit` and `cursor` and answer with `nextCursor`.
 //!
 //! In the style of axum's per-feature routers: each resource has its own module and router
 //! ([`tools`], [`calls`], [`approvals`], [`exports`], [`events`], and [`meta`] for health, the

@@ -283,8 +283,9 @@ async fn create_tool(
         .into_response())
 }
 
-/// Validates as registration would, under the caller's plan; 422 with every problem if not.
-/// A definition that passes is recorded as a `validated` event (seed 003 §11).
+/// Validates as registration would, under the caller's plan; 422 with every problem if not. A
+/// definition that passes is recorded as a `validated` event
+/// (`docs/tool-model.md#definition-events`).
 async fn checked(
     gw: &Gateway,
     caller: &Caller,

@@ -10,7 +10,8 @@ use toolgate_core::{
 use super::record::{AuditRecord, AuditStart};
 use crate::Store;
 
-/// Outputs larger than this (in bytes, as stored) are kept apart and referenced (seed 002: 10 KB).
+/// Outputs larger than this (in bytes, as stored) are kept apart and referenced
+/// (`docs/envelope.md#truncation`).
 pub const LARGE_OUTPUT_BYTES: usize = 10 * 1024;
 
 /// A pipeline stage (add it with `PipelineBuilder::stage`) that, for tools whose effect is
