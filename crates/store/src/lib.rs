@@ -53,8 +53,6 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod approvals;
-// Being split (issue 19): its items get their docs once that lands.
-#[allow(missing_docs)]
 mod audit;
 mod checkpoint;
 mod definitions;

@@ -28,6 +28,7 @@ pub struct VerifyReport {
     pub entries: u64,
     /// The chain is intact, no checkpoint shows a cut or rewritten log, none is forged.
     pub ok: bool,
+    /// The first entry that does not check out, when the chain is broken.
     pub first_broken: Option<BrokenLink>,
     /// Whether the store has a checkpoint key (without one a cut tail goes unnoticed).
     pub anchored: bool,
@@ -45,6 +46,7 @@ pub struct VerifyReport {
 pub struct BrokenLink {
     /// The first entry that does not check out.
     pub seq: i64,
+    /// What is wrong with it, for people.
     pub reason: String,
 }
 

@@ -28,6 +28,7 @@ pub struct AuditStage {
 }
 
 impl AuditStage {
+    /// A stage that writes `started` entries and keeps large outputs in `store`.
     pub fn new(store: Store) -> Self {
         Self { store }
     }
@@ -99,6 +100,7 @@ pub struct AuditObserver {
 }
 
 impl AuditObserver {
+    /// An observer that records every call's outcome in `store`.
     pub fn new(store: Store) -> Self {
         Self { store }
     }

@@ -18,8 +18,11 @@ use crate::{from_json, parse_ts, ts};
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditStart {
+    /// The call's id.
     pub call_id: CallId,
+    /// The tool's name.
     pub tool: String,
+    /// The tool's definition hash: which version of it ran.
     pub definition_hash: String,
     /// The principal's id.
     pub principal: String,
@@ -35,7 +38,9 @@ pub struct AuditStart {
 pub struct AuditRecord {
     /// Position in the chain; `None` until stored.
     pub seq: Option<i64>,
+    /// The call's id (the envelope's `callId`).
     pub call_id: CallId,
+    /// The tool's name as the caller asked for it.
     pub tool: String,
     /// `None` when the tool was not found.
     pub definition_hash: Option<String>,
@@ -44,12 +49,17 @@ pub struct AuditRecord {
     /// Arguments with sensitive values redacted.
     pub input: Value,
     /// Data or error. When `output_ref` is set the data is kept apart and this is `Data(Null)`;
-    /// read it with [`Store::output`].
+    /// read it with [`Store::output`](crate::Store::output).
     pub outcome: Outcome,
+    /// How many times the handler was started.
     pub attempts: u32,
+    /// Wall time of the call in milliseconds.
     pub duration_ms: f64,
+    /// When the call started (the envelope's `fetchedAt`).
     pub fetched_at: DateTime<Utc>,
+    /// Whether the output was cut to the tool's limit.
     pub truncated: bool,
+    /// Where the output is kept apart (`toolgate:output/<call id>`), when it is.
     pub output_ref: Option<String>,
     /// Digests of the content blocks returned beside the data, in order.
     pub content: Vec<ContentDigest>,
@@ -70,6 +80,7 @@ pub struct ContentDigest {
     /// `text`, `image`, `audio` or `resource`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The MIME type of an image, audio or resource block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
     /// The URI of an embedded resource.
