@@ -1,4 +1,4 @@
-//! Seed 002's product context tools — `read_sources`, `read_baseline`, `read_context_inputs` —
+//! The product context tools — `read_sources`, `read_baseline`, `read_context_inputs` —
 //! built with the factory pattern (`create_read_sources_tool(ctx, product_id)`): each tool is a
 //! closure over a context (an SQLite connection pool) and the product of the agent run, called
 //! through toolgate's pipeline. The database is created from `fixture.sql` in a temp dir.
@@ -10,7 +10,7 @@
 //!
 //! - `read_sources {productId, limit?, cursor?}` → `SourceContext[]` (`{sourceId,
 //!   classification, signals, notes}`), ordered by `sourceId`. `limit` defaults to 50 and is at
-//!   most 50 (51 is a `validation` error). Pagination: the output stays the seed's plain array;
+//!   most 50 (51 is a `validation` error). Pagination: the output stays the contract's plain array;
 //!   to get the next page pass the `sourceId` of the last element as `cursor`. A page shorter than
 //!   `limit` is the last one.
 //! - `read_baseline {productId}` → `ProductBaseline` (`{name, type, valueProposition,
@@ -367,7 +367,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let ctx = AgentContext::with_fixture(&dir.path().join("products.db")).await?;
 
-    // Seed 002's example calls, for the agent run on prod_123.
+    // The contract's example calls, for the agent run on prod_123.
     let hikai = pipeline_for(&ctx, "prod_123")?;
     let calls = [
         (

@@ -73,7 +73,7 @@ async fn a_good_domain_map_is_valid_without_warnings() {
 
 #[test]
 fn domain_map_errors() {
-    // Missing, empty or mistyped domains all read as the seed's message.
+    // Missing, empty or mistyped domains all read as the output type's one message.
     for data in [
         json!({"layout": {}, "summary": {}}),
         json!({"domains": "billing", "layout": {}, "summary": {}}),

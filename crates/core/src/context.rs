@@ -373,7 +373,8 @@ impl ToolContext {
         self.cancel.is_cancelled()
     }
 
-    /// Seed 000's contract: call before any I/O; `Err(cancelled)` if the call was aborted.
+    /// Call before any I/O: `Err(cancelled)` if the call was aborted
+    /// (`docs/envelope.md#error-kinds`).
     pub fn check_cancelled(&self) -> Result<(), ToolError> {
         if self.cancel.is_cancelled() {
             Err(ToolError::cancelled())

@@ -1701,7 +1701,7 @@ async fn typed_handler_errors_and_plain_output_types() {
     assert_eq!(r.error(), Some("name must not be empty"));
 }
 
-/// Seed 002's factory: a tool built by a function, closing over context it was given.
+/// The factory pattern: a tool built by a function, closing over context it was given.
 fn read_sources_tool(name: &str, product_id: String, sources: Arc<Vec<String>>) -> Arc<dyn Tool> {
     Arc::new(
         builder(name)

@@ -1639,8 +1639,8 @@ fn raw(schema: Value) -> ToolDefinition {
     d
 }
 
-/// Seed 004: "Parameters in `:required` list MUST exist in `:parameters`", for raw input
-/// schemas too, at every depth, with the path of the offending entry.
+/// A `required` list names only declared parameters (`input_schema.required_undeclared`), for raw
+/// input schemas too, at every depth, with the path of the offending entry.
 #[test]
 fn raw_input_schema_required_must_name_declared_properties() {
     let undeclared = |schema: Value| -> Vec<(String, String)> {

@@ -70,9 +70,9 @@ struct Row {
     builtins: &'static [&'static str],
 }
 
-/// The built-in plans, weakest first. `enterprise` gets all ten built-ins where the seed says 8:
-/// it is the default plan (no limits), and the two it adds — `web_search` and `web_scraper`,
-/// the tools that fetch from arbitrary hosts — stay out of every plan below it.
+/// The built-in plans, weakest first. `enterprise` gets all ten built-ins: it is the default plan
+/// (no limits), and the two it adds — `web_search` and `web_scraper`, the tools that fetch from
+/// arbitrary hosts — stay out of every plan below it.
 const PLANS: [Row; 4] = [
     Row {
         name: "core",
@@ -108,9 +108,10 @@ impl Plan {
     /// The names [`Plan::named`] knows, weakest first.
     pub const NAMES: [&'static str; 4] = ["core", "writer_pro", "teams", "enterprise"];
 
-    /// One of the seed's tiers: `core` (0 custom definitions, isolation up to standard, basic
-    /// JSON Schema, 5 built-ins), `writer_pro` (10, standard, basic, 5), `teams` (50, strict,
-    /// advanced, 8), `enterprise` (unlimited, restricted, full, all 10).
+    /// One of the built-in plans (`docs/tool-model.md#plans`): `core` (0 custom definitions,
+    /// isolation up to standard, basic JSON Schema, 5 built-ins), `writer_pro` (10, standard,
+    /// basic, 5), `teams` (50, strict, advanced, 8), `enterprise` (unlimited, restricted, full,
+    /// all 10).
     pub fn named(name: &str) -> Option<Plan> {
         PLANS.iter().find(|r| r.name == name).map(|r| Plan {
             name: r.name.to_owned(),
