@@ -33,10 +33,6 @@ for script in scripts/*.sh examples/*/*.sh; do bash -n "$script"; done
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "docs: ARCHITECTURE.md names every source file; cargo doc (warnings are errors)"
-bash scripts/check-architecture.sh
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
-
 step "tests (cargo nextest)"
 cargo nextest run --workspace --no-fail-fast
 
@@ -57,6 +53,10 @@ python3 scripts/approval-crash.py --short
 
 step "doc tests"
 cargo test --workspace --doc --quiet
+
+step "docs: ARCHITECTURE.md names every source file; cargo doc (warnings are errors)"
+bash scripts/check-architecture.sh
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 
 step "example: three ways to define a tool"
 cargo run --quiet -p toolgate-examples --example three_ways >/dev/null
