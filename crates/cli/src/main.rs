@@ -11,6 +11,7 @@ mod config;
 mod definitions;
 mod output_types;
 mod plans;
+mod prompt;
 mod serve;
 mod tools;
 
