@@ -506,4 +506,42 @@ mod tests {
             assert!(err.contains(key) && err.contains("at least 1"), "{err}");
         }
     }
+
+    /// `toolgate serve`'s path: a runtime opened from a config, the server's options read from
+    /// the same config; a bearer token names the runtime's principal.
+    #[tokio::test]
+    async fn a_gateway_over_an_opened_runtime_signs_principals_in_by_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let hex: String = token_hash("alice-token")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = dir.path().join("toolgate.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[principals.alice]\ngrants = [\"tool.*\"]\ntoken_sha256 = \"{hex}\"\n[principals.bob]\ngrants = []\n"
+            ),
+        )
+        .unwrap();
+        let runtime = Runtime::open(toolgate_runtime::RuntimeOptions {
+            config: toolgate_runtime::ConfigSource::File(path),
+            db: Some(toolgate_store::DbUrl::Sqlite(dir.path().join("t.db"))),
+            root: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let options = ServerOptions::from_config(runtime.config()).unwrap();
+        assert_eq!(options.tokens.len(), 1, "bob has no token");
+        let gw = Gateway::new(Arc::clone(&runtime), options).unwrap();
+        assert!(gw.auth().requires_token());
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("authorization", "Bearer alice-token".parse().unwrap());
+        let caller = gw.auth().caller(&headers).unwrap();
+        assert_eq!(caller.principal.id.as_str(), "alice");
+        headers.insert("authorization", "Bearer nobody".parse().unwrap());
+        assert!(gw.auth().caller(&headers).is_err());
+        runtime.store().close().await;
+    }
 }
