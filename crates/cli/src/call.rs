@@ -13,12 +13,13 @@ use toolgate_store::ApprovalStatus;
 
 use crate::app::App;
 use crate::cli::CallArgs;
+use crate::prompt::TerminalPrompt as _;
 
 /// Runs the call; exit 0 for data, 1 for an error result.
 pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     let reads_stdin = args.args.trim() == "-";
     let arguments = parse_arguments(&args.args)?;
-    let principal = app.config.principal(args.principal.as_deref())?;
+    let principal = app.runtime.principal(args.principal.as_deref())?;
     let approval: Arc<dyn ApprovalHandler> = if args.yes {
         Arc::new(PreApproved)
     } else if !reads_stdin && std::io::stdin().is_terminal() {
