@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs everything CI runs: formatting, lints, the whole test suite (unit, integration, CLI end to
-# end, doc tests), the web UI in headless Chromium, and the examples. Idempotent; installs what
-# the tests need if it is missing (Debian's chromium and the UI tests' npm packages included).
+# Runs everything CI runs: formatting, lints, the dependency policy (cargo deny), the whole test
+# suite (unit, integration, CLI end to end, doc tests), the web UI in headless Chromium, and the
+# examples. Idempotent; installs what the tests need if it is missing (Debian's chromium and the
+# UI tests' npm packages included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,13 @@ step() { printf '\n==> %s\n' "$*"; }
 if ! cargo nextest --version >/dev/null 2>&1; then
   step "installing cargo-nextest"
   cargo install --locked cargo-nextest
+fi
+
+# cargo-deny checks the dependency graph against deny.toml. Built from crates.io once (a few
+# minutes), then only its version is asked for.
+if ! cargo deny --version >/dev/null 2>&1; then
+  step "installing cargo-deny"
+  cargo install --locked cargo-deny
 fi
 
 # The store's tests run against SQLite and against the local PostgreSQL (127.0.0.1:5432,
@@ -32,6 +40,12 @@ for script in scripts/*.sh examples/*/*.sh; do bash -n "$script"; done
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
+
+# Advisories are not checked here: cargo-deny fetches the RustSec database from GitHub, which
+# this project's machines and CI cannot reach, and no registry package ships a copy (deny.toml
+# says more). Licenses, duplicate versions, banned crates and sources are.
+step "cargo deny check licenses bans sources"
+cargo deny --locked check licenses bans sources
 
 step "tests (cargo nextest)"
 cargo nextest run --workspace --no-fail-fast
