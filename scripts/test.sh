@@ -3,6 +3,11 @@
 # suite (unit, integration, CLI end to end, doc tests), the web UI in headless Chromium, and the
 # examples. Idempotent; installs what the tests need if it is missing (Debian's chromium and the
 # UI tests' npm packages included).
+#
+# scripts/test.sh --quick: the fast, self-contained tier for a developer's loop: formatting,
+# lints and every test that needs no PostgreSQL, Chromium, Node or Python (nextest's `quick`
+# profile; the PostgreSQL halves of tests skip when the server is unreachable). Installs
+# nothing: it needs only the Rust toolchain and cargo-nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +15,33 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export INSTA_UPDATE="${INSTA_UPDATE:-no}"   # snapshots are checked, never rewritten, here
 
 step() { printf '\n==> %s\n' "$*"; }
+
+case "${1:-}" in
+  "") ;;
+  --quick)
+    if ! cargo nextest --version >/dev/null 2>&1; then
+      echo "scripts/test.sh --quick needs cargo-nextest and installs nothing:" \
+        "run 'cargo install --locked cargo-nextest' (or scripts/test.sh once) first" >&2
+      exit 1
+    fi
+    step "cargo fmt --check"
+    cargo fmt --all -- --check
+    step "shell scripts parse (bash -n)"
+    for script in scripts/*.sh examples/*/*.sh; do bash -n "$script"; done
+    step "cargo clippy (all targets, warnings are errors)"
+    cargo clippy --workspace --all-targets -- -D warnings
+    # CI=true turns a missing PostgreSQL into a failure; this tier skips it instead.
+    step "tests without PostgreSQL, Chromium, Node or Python (cargo nextest --profile quick)"
+    env -u CI cargo nextest run --workspace --no-fail-fast --profile quick
+    echo
+    echo "Quick checks passed (the full tier, scripts/test.sh, is what CI runs)."
+    exit 0
+    ;;
+  *)
+    echo "usage: scripts/test.sh [--quick]   (no argument: everything CI runs)" >&2
+    exit 2
+    ;;
+esac
 
 if ! cargo nextest --version >/dev/null 2>&1; then
   step "installing cargo-nextest"
