@@ -28,6 +28,8 @@ case "${1:-}" in
     cargo fmt --all -- --check
     step "shell scripts parse (bash -n)"
     for script in scripts/*.sh examples/*/*.sh; do bash -n "$script"; done
+    step "ARCHITECTURE.md names every source file"
+    bash scripts/check-architecture.sh
     step "cargo clippy (all targets, warnings are errors)"
     cargo clippy --workspace --all-targets -- -D warnings
     # CI=true turns a missing PostgreSQL into a failure; this tier skips it instead.
