@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use toolgate_core::CancellationToken;
 use toolgate_store::{
     Approval, ApprovalCursor, ApprovalStatus, DurableApproval, HintFn, RecoveredApprovals, Store,
-    StoreError, run_approved,
+    StoreError,
 };
 
 use crate::error::ServerError;
@@ -95,8 +95,9 @@ impl Gateway {
     }
 
     /// Runs approval `id` in a tracked task if it is approved (once: the store's claim decides
-    /// who runs it). The principal's grants are those configured now; a principal that no
-    /// longer exists gets an `authorization` result and nothing runs.
+    /// who runs it), with `toolgate_runtime::decide::run_approved`: the principal's grants are
+    /// those configured now; a principal that no longer exists gets an `authorization` result
+    /// and nothing runs.
     pub fn run_approval(self: &Arc<Self>, id: String) {
         let gw = Arc::clone(self);
         self.calls.spawn(async move {
@@ -107,27 +108,16 @@ impl Gateway {
     }
 
     async fn run_approval_now(&self, id: &str) -> Result<(), ServerError> {
-        let store = self.store();
-        let Some(approval) = store.approval(id).await? else {
-            return Ok(());
-        };
-        let Some(caller) = self.auth().caller_by_id(&approval.principal) else {
-            // Claim it so it never runs, and record why.
-            if store.claim_approval(id).await?.is_some() {
-                let result = json!({
-                    "tool": approval.tool,
-                    "callId": approval.call_id,
-                    "error": format!("Principal {} is no longer configured, so its approved call to {} was not run", approval.principal, approval.tool),
-                    "errorKind": "authorization",
-                });
-                let done = store.finish_approval(id, &result).await?;
-                self.publish_approval(&done);
-            }
-            return Ok(());
-        };
-        let principal = (*caller.principal).clone();
-        if let Some((done, _)) = run_approved(store, &self.pipeline, id, principal).await? {
-            self.publish_approval(&done);
+        use toolgate_runtime::decide::{Run, run_approved};
+        let ran = run_approved(self.store(), &self.pipeline, id, |p| {
+            self.auth().caller_by_id(p).map(|c| (*c.principal).clone())
+        })
+        .await;
+        match ran {
+            Ok(Run::Ran { approval, .. }) => self.publish_approval(&approval),
+            Ok(Run::NotClaimed) => {}
+            Err(e) if e.kind() == toolgate_runtime::OpErrorKind::NotFound => {}
+            Err(e) => return Err(ServerError::Internal(e.to_string())),
         }
         Ok(())
     }
