@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use toolgate_core::{Principal, ToolResult};
-use toolgate_runtime::decide::{self, Decider, Run};
+use toolgate_core::ToolResult;
+use toolgate_runtime::decide::{Decider, Run};
 use toolgate_runtime::views::ApprovalList;
 use toolgate_store::{Approval, ApprovalStatus, DurableApproval};
 
@@ -22,25 +22,12 @@ pub const EXIT_PENDING: u8 = 3;
 
 /// The approval handler of a `toolgate call` nobody can answer: a durable approval.
 pub fn durable(app: &App) -> Arc<DurableApproval> {
-    Arc::new(DurableApproval::new(
-        app.store.clone(),
-        app.config.approvals.ttl(),
-        Arc::new(|a: &Approval| {
-            format!(
-                "approve it with `toolgate approvals approve {}` (or deny it with `toolgate approvals deny {}`); `toolgate call --wait` waits for the decision",
-                a.id, a.id
-            )
-        }),
-    ))
-}
-
-/// The principal named `id` with its grants as configured now; `None` when the config file no
-/// longer defines it (its approved calls then end with an `authorization` result, unrun).
-pub fn configured_principal(app: &App, id: &str) -> Option<Principal> {
-    if id == Principal::local().id.as_str() {
-        return app.config.principal(None).ok();
-    }
-    app.config.principal(Some(id)).ok()
+    app.runtime.durable_approval(Arc::new(|a: &Approval| {
+        format!(
+            "approve it with `toolgate approvals approve {}` (or deny it with `toolgate approvals deny {}`); `toolgate call --wait` waits for the decision",
+            a.id, a.id
+        )
+    }))
 }
 
 pub async fn run(app: &App, cmd: &ApprovalsCommand) -> anyhow::Result<ExitCode> {
@@ -147,9 +134,9 @@ async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<E
     };
     let reason = args.reason.as_deref();
     let decided = if approve {
-        decide::approve(&app.store, decider, &args.id, reason).await
+        app.runtime.approve(decider, &args.id, reason).await
     } else {
-        decide::deny(&app.store, decider, &args.id, reason).await
+        app.runtime.deny(decider, &args.id, reason).await
     };
     let decided = match decided {
         Ok(a) => a,
@@ -168,13 +155,13 @@ async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<E
 
 /// Runs an approved approval here (once: a runner elsewhere may have claimed it) and prints its
 /// result; or prints the stored result when it already ran. An approval whose principal the
-/// config no longer defines ends with an `authorization` result (see `decide::run_approved`).
+/// config no longer defines ends with an `authorization` result (see `Runtime::run_approved`).
 async fn finish(app: &App, approval: &Approval, json: bool) -> anyhow::Result<ExitCode> {
-    let ran = decide::run_approved(&app.store, &app.pipeline(), &approval.id, |id| {
-        configured_principal(app, id)
-    })
-    .await
-    .map_err(anyhow::Error::msg)?;
+    let ran = app
+        .runtime
+        .run_approved(&approval.id)
+        .await
+        .map_err(anyhow::Error::msg)?;
     if let Err(e) = app.store.flush_audit().await {
         eprintln!("warning: the call's audit entry could not be written: {e}");
     } else if let Err(e) = app.store.checkpoint_audit().await {

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use toolgate_core::{CallId, Outcome};
-use toolgate_runtime::views::{self, CallFilter};
+use toolgate_runtime::views::CallFilter;
 use toolgate_store::{AuditRecord, VerifyReport};
 
 use crate::app::App;
@@ -31,7 +31,9 @@ async fn list(app: &App, args: &AuditArgs) -> anyhow::Result<ExitCode> {
         ..CallFilter::default()
     };
     // The local operator reads every principal's calls.
-    let page = views::calls_page(&app.store, &filter, args.limit, None, |_, _| true)
+    let page = app
+        .runtime
+        .calls_page(&filter, args.limit, None, |_, _| true)
         .await
         .map_err(anyhow::Error::msg)?;
     let mut out = std::io::stdout().lock();
@@ -74,7 +76,9 @@ fn outcome_word(r: &AuditRecord) -> String {
 
 async fn show(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
     let id = parse_id(&args.call_id)?;
-    let Some(call) = views::call_detail(&app.store, id, |_, _| true)
+    let Some(call) = app
+        .runtime
+        .call_detail(id, |_, _| true)
         .await
         .map_err(anyhow::Error::msg)?
     else {

@@ -7,9 +7,7 @@ use std::process::ExitCode;
 
 use toolgate_core::{Principal, ToolDefinition};
 use toolgate_runtime::OpError;
-use toolgate_runtime::definitions::{self, DefinitionParts, Editor};
-use toolgate_runtime::views;
-use toolgate_sandbox::ProgramUser;
+use toolgate_runtime::definitions::Editor;
 
 use crate::app::{App, Failure};
 use crate::cli::{FileArgs, HistoryArgs, NameArgs};
@@ -49,28 +47,19 @@ pub fn local_principal(app: &App) -> Principal {
     app.plan.restrict(Principal::local())
 }
 
-/// What a definition change touches, for this command line.
-fn parts<'a>(app: &'a App, user: &'a ProgramUser) -> DefinitionParts<'a> {
-    DefinitionParts {
-        store: &app.store,
-        registry: &app.registry,
-        program_user: Some(user),
-    }
-}
-
 /// `tools add FILE`.
 pub async fn add(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
     let def = match read(args) {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    let (user, me) = (app.executor.runner().program_user(), local_principal(app));
+    let me = local_principal(app);
     let editor = Editor {
         principal: &me,
         plan: &app.plan,
         actor: ACTOR,
     };
-    match definitions::add(parts(app, &user), editor, def.clone()).await {
+    match app.runtime.add_definition(editor, def.clone()).await {
         Ok(change) => {
             warn_about(&change.warnings);
             println!(
@@ -91,13 +80,13 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    let (user, me) = (app.executor.runner().program_user(), local_principal(app));
+    let me = local_principal(app);
     let editor = Editor {
         principal: &me,
         plan: &app.plan,
         actor: ACTOR,
     };
-    match definitions::update(parts(app, &user), editor, def.clone()).await {
+    match app.runtime.update_definition(editor, def.clone()).await {
         Ok(change) => {
             warn_about(&change.warnings);
             let what = if change.changed_fields.is_empty() {
@@ -117,13 +106,13 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
 
 /// `tools rm NAME`.
 pub async fn remove(app: &App, args: &NameArgs) -> anyhow::Result<ExitCode> {
-    let (user, me) = (app.executor.runner().program_user(), local_principal(app));
+    let me = local_principal(app);
     let editor = Editor {
         principal: &me,
         plan: &app.plan,
         actor: ACTOR,
     };
-    match definitions::remove(parts(app, &user), editor, &args.name).await {
+    match app.runtime.remove_definition(editor, &args.name).await {
         Ok(stored) => {
             println!(
                 "Removed {} (its {} version(s) stay in `toolgate tools history {}`)",
@@ -141,7 +130,9 @@ pub async fn remove(app: &App, args: &NameArgs) -> anyhow::Result<ExitCode> {
 /// `tools history NAME [--version N] [--json]`.
 pub async fn history(app: &App, args: &HistoryArgs) -> anyhow::Result<ExitCode> {
     let me = local_principal(app);
-    let Some(history) = views::history(&app.store, &me, &args.name)
+    let Some(history) = app
+        .runtime
+        .definition_history(&me, &args.name)
         .await
         .map_err(anyhow::Error::msg)?
     else {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use toolgate_core::{CoreError, RegisteredTool, ToolDefinition, ToolSpec};
 use toolgate_export::{ExportFormat, ExportOptions};
-use toolgate_runtime::views::{self, ToolDetail, ToolFilter, ToolSummary};
+use toolgate_runtime::views::{ToolDetail, ToolFilter, ToolSummary};
 
 use crate::app::{self, App};
 use crate::cli::{ExportArgs, ExportFormatArg, GlobalArgs, ListArgs, ShowArgs, ValidateArgs};
@@ -23,7 +23,7 @@ pub fn list(app: &App, args: &ListArgs) -> anyhow::Result<ExitCode> {
         builtin: None,
     };
     let me = crate::definitions::local_principal(app);
-    let page = views::all_tools(&app.registry, &me, &filter)?;
+    let page = app.runtime.all_tools(&me, &filter)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&page)?)?;
@@ -103,7 +103,7 @@ fn first_sentence(text: &str, max: usize) -> String {
 /// `tools show`.
 pub fn show(app: &App, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let me = crate::definitions::local_principal(app);
-    let Some(tool) = views::visible_tool(&app.registry, &me, &args.name) else {
+    let Some(tool) = app.runtime.visible_tool(&me, &args.name) else {
         eprintln!(
             "Tool not found: {} (run `toolgate tools list` to see the registered tools)",
             args.name

@@ -165,3 +165,59 @@ fn not_found(id: &str) -> OpError {
         "No approval {id} (`toolgate approvals list` or GET /v1/approvals lists the ones you may see)"
     ))
 }
+
+impl crate::Runtime {
+    /// The principal an approval made by `id` runs as now: the configured principal with its
+    /// current grants under its plan, or — for `local`, the command line's principal — the local
+    /// principal under the default plan; `None` when the id is no longer configured.
+    pub fn principal_now(&self, id: &str) -> Option<Principal> {
+        if let Some(entry) = self.principals().get(id) {
+            return Some(entry.restricted());
+        }
+        (id == Principal::local().id.as_str()).then(|| self.plan().restrict(Principal::local()))
+    }
+
+    /// Approves a pending approval ([`approve`]) and publishes its `approval` event. Run it
+    /// next with [`crate::Runtime::run_approved`], or in a tracked task with
+    /// [`crate::Runtime::run_approval`].
+    ///
+    /// Errors: as [`approve`].
+    pub async fn approve(
+        &self,
+        decider: Decider<'_>,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<Approval, OpError> {
+        let decided = approve(self.store(), decider, id, reason).await?;
+        self.publish_approval(&decided);
+        Ok(decided)
+    }
+
+    /// Denies a pending approval ([`deny`]) and publishes its `approval` event.
+    ///
+    /// Errors: as [`deny`].
+    pub async fn deny(
+        &self,
+        decider: Decider<'_>,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<Approval, OpError> {
+        let decided = deny(self.store(), decider, id, reason).await?;
+        self.publish_approval(&decided);
+        Ok(decided)
+    }
+
+    /// Runs approval `id` here, once, through the production pipeline as
+    /// [`crate::Runtime::principal_now`] gives its principal ([`run_approved`]), and publishes
+    /// the approval's new status.
+    ///
+    /// Errors: as [`run_approved`].
+    pub async fn run_approved(&self, id: &str) -> Result<Run, OpError> {
+        let ran =
+            run_approved(self.store(), self.pipeline(), id, |p| self.principal_now(p)).await?;
+        if let Run::Ran { approval, .. } = &ran {
+            self.publish_approval(approval);
+        }
+        Ok(ran)
+    }
+}

@@ -249,3 +249,56 @@ fn change(
         warnings,
     }
 }
+
+impl crate::Runtime {
+    /// What a definition change touches in this runtime; `user` is the program user of
+    /// [`crate::Runtime::program_user`].
+    fn definition_parts<'a>(&'a self, user: Option<&'a ProgramUser>) -> DefinitionParts<'a> {
+        DefinitionParts {
+            store: self.store(),
+            registry: self.registry(),
+            program_user: user,
+        }
+    }
+
+    /// The user sandboxed programs run as, when calls run through the sandbox executor.
+    pub fn program_user(&self) -> Option<ProgramUser> {
+        self.executor().map(|e| e.runner().program_user())
+    }
+
+    /// Adds a custom definition ([`add`]): validated under the editor's plan, stored with its
+    /// history, then served.
+    ///
+    /// Errors: as [`add`].
+    pub async fn add_definition(
+        &self,
+        editor: Editor<'_>,
+        def: ToolDefinition,
+    ) -> Result<DefinitionChange, OpError> {
+        let user = self.program_user();
+        add(self.definition_parts(user.as_ref()), editor, def).await
+    }
+
+    /// Stores and serves a new version of a stored custom definition ([`update`]).
+    ///
+    /// Errors: as [`update`].
+    pub async fn update_definition(
+        &self,
+        editor: Editor<'_>,
+        def: ToolDefinition,
+    ) -> Result<DefinitionChange, OpError> {
+        let user = self.program_user();
+        update(self.definition_parts(user.as_ref()), editor, def).await
+    }
+
+    /// Removes a stored custom definition ([`remove`]); its versions stay in the history.
+    ///
+    /// Errors: as [`remove`].
+    pub async fn remove_definition(
+        &self,
+        editor: Editor<'_>,
+        name: &str,
+    ) -> Result<StoredDefinition, OpError> {
+        remove(self.definition_parts(None), editor, name).await
+    }
+}

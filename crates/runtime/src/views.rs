@@ -454,3 +454,80 @@ pub async fn call_detail(
     };
     Ok(allowed.then_some(call))
 }
+
+impl crate::Runtime {
+    /// One page of the tools `principal` may see ([`tools_page`]).
+    ///
+    /// Errors: a cursor the registry did not give out.
+    pub fn tools_page(
+        &self,
+        principal: &Principal,
+        filter: &ToolFilter,
+        limit: usize,
+        cursor: Option<String>,
+    ) -> Result<ToolsPage, CoreError> {
+        tools_page(self.registry(), principal, filter, limit, cursor)
+    }
+
+    /// Every tool `principal` may see that passes `filter` ([`all_tools`]).
+    ///
+    /// Errors: none in practice.
+    pub fn all_tools(
+        &self,
+        principal: &Principal,
+        filter: &ToolFilter,
+    ) -> Result<ToolsPage, CoreError> {
+        all_tools(self.registry(), principal, filter)
+    }
+
+    /// The tool named `name` if `principal` may see it.
+    pub fn visible_tool(&self, principal: &Principal, name: &str) -> Option<RegisteredTool> {
+        visible_tool(self.registry(), principal, name)
+    }
+
+    /// The detail of `name` if `principal` may see it ([`tool_detail`]).
+    ///
+    /// Errors: the store could not be read.
+    pub async fn tool_detail(
+        &self,
+        principal: &Principal,
+        name: &str,
+    ) -> Result<Option<ToolDetail>, StoreError> {
+        tool_detail(self.registry(), self.store(), principal, name).await
+    }
+
+    /// The stored history of `name` if `principal` may see it ([`history`]).
+    ///
+    /// Errors: the store could not be read.
+    pub async fn definition_history(
+        &self,
+        principal: &Principal,
+        name: &str,
+    ) -> Result<Option<DefinitionHistory>, StoreError> {
+        history(self.store(), principal, name).await
+    }
+
+    /// A page of the audit log ([`calls_page`]).
+    ///
+    /// Errors: the store could not be read.
+    pub async fn calls_page(
+        &self,
+        filter: &CallFilter,
+        limit: u32,
+        before: Option<i64>,
+        may_read: impl Fn(&str, &str) -> bool,
+    ) -> Result<CallsPage, StoreError> {
+        calls_page(self.store(), filter, limit, before, may_read).await
+    }
+
+    /// One call if `may_read` allows it ([`call_detail`]).
+    ///
+    /// Errors: the store could not be read.
+    pub async fn call_detail(
+        &self,
+        id: CallId,
+        may_read: impl Fn(&str, &str) -> bool,
+    ) -> Result<Option<AuditCall>, StoreError> {
+        call_detail(self.store(), id, may_read).await
+    }
+}

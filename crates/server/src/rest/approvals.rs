@@ -140,12 +140,11 @@ async fn decide(
     };
     let reason = body.reason.as_deref();
     let decided = if approve {
-        decide::approve(gw.store(), decider, &id, reason).await
+        gw.runtime().approve(decider, &id, reason).await
     } else {
-        decide::deny(gw.store(), decider, &id, reason).await
+        gw.runtime().deny(decider, &id, reason).await
     }
     .map_err(op_error)?;
-    gw.publish_approval(&decided);
     if approve {
         // Runs in a tracked task (`decide::run_approved`): the answer is the approval, now
         // approved; its result follows as an `approval` event and on GET /v1/approvals/{id}.

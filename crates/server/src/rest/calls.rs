@@ -10,7 +10,7 @@ use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::{CallId, CallOrigin, CallRequest, Permission};
-use toolgate_runtime::views::{self, CallFilter, CallOutcome, CallsPage};
+use toolgate_runtime::views::{CallFilter, CallOutcome, CallsPage};
 use toolgate_store::{ApprovalStatus, AuditCall};
 
 use super::approvals::approval_json;
@@ -159,10 +159,12 @@ async fn list_calls(
         outcome,
     };
     // Store pages are cut first and filtered to what the caller may read (and asked for) after.
-    let page = views::calls_page(gw.store(), &filter, limit, before, |principal, tool| {
-        may_read(&caller, principal, tool)
-    })
-    .await?;
+    let page = gw
+        .runtime()
+        .calls_page(&filter, limit, before, |principal, tool| {
+            may_read(&caller, principal, tool)
+        })
+        .await?;
     Ok(Json(page))
 }
 
@@ -182,10 +184,10 @@ async fn get_call(
     Path(raw): Path<String>,
 ) -> ApiResult<Json<AuditCall>> {
     let id = call_id(&raw)?;
-    let call = views::call_detail(gw.store(), id, |principal, tool| {
-        may_read(&caller, principal, tool)
-    })
-    .await?;
+    let call = gw
+        .runtime()
+        .call_detail(id, |principal, tool| may_read(&caller, principal, tool))
+        .await?;
     call.map(Json).ok_or_else(|| call_not_found(&raw))
 }
 

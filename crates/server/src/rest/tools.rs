@@ -14,10 +14,8 @@ use toolgate_core::{
     Category, Consequence, CoreError, Effect, Permission, RegisteredTool, ToolDefinition,
 };
 use toolgate_runtime::OpError;
-use toolgate_runtime::definitions::{self, DefinitionChange, DefinitionParts, Editor};
-use toolgate_runtime::views::{
-    self, ChangedTool, DefinitionHistory, ToolDetail, ToolFilter, ToolsPage,
-};
+use toolgate_runtime::definitions::{DefinitionChange, Editor};
+use toolgate_runtime::views::{ChangedTool, DefinitionHistory, ToolDetail, ToolFilter, ToolsPage};
 
 use super::{ApiResult, Gw, JsonBytes, actor, json_type, page_limit};
 use crate::Gateway;
@@ -99,20 +97,18 @@ async fn list_tools(
         text: params.q,
         builtin: params.builtin,
     };
-    let page = views::tools_page(
-        gw.registry(),
-        &caller.principal,
-        &filter,
-        limit,
-        params.cursor,
-    )
-    .map_err(|e| ServerError::BadRequest(e.to_string()))?;
+    let page = gw
+        .runtime()
+        .tools_page(&caller.principal, &filter, limit, params.cursor)
+        .map_err(|e| ServerError::BadRequest(e.to_string()))?;
     Ok(Json(page))
 }
 
 /// The tool, if it exists and the caller may see it; otherwise the same not-found either way.
 pub(super) fn visible(gw: &Gateway, caller: &Caller, name: &str) -> ApiResult<RegisteredTool> {
-    views::visible_tool(gw.registry(), &caller.principal, name).ok_or_else(|| tool_not_found(name))
+    gw.runtime()
+        .visible_tool(&caller.principal, name)
+        .ok_or_else(|| tool_not_found(name))
 }
 
 async fn get_tool(
@@ -120,7 +116,7 @@ async fn get_tool(
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<ToolDetail>> {
-    match views::tool_detail(gw.registry(), gw.store(), &caller.principal, &name).await? {
+    match gw.runtime().tool_detail(&caller.principal, &name).await? {
         Some(detail) => Ok(Json(detail)),
         None => Err(tool_not_found(&name)),
     }
@@ -191,15 +187,6 @@ fn require_manage(caller: &Caller) -> ApiResult<()> {
     }
 }
 
-/// What a definition change through the API touches.
-fn parts(gw: &Gateway) -> DefinitionParts<'_> {
-    DefinitionParts {
-        store: gw.store(),
-        registry: gw.registry(),
-        program_user: None,
-    }
-}
-
 /// A refused definition change as the API answers it.
 pub(super) fn op_error(e: OpError) -> ServerError {
     match e {
@@ -234,7 +221,9 @@ async fn create_tool(
         plan: &caller.plan,
         actor: &actor,
     };
-    let change = definitions::add(parts(&gw), editor, def)
+    let change = gw
+        .runtime()
+        .add_definition(editor, def)
         .await
         .map_err(op_error)?;
     let body = changed(&gw, &change, false)?;
@@ -268,7 +257,9 @@ async fn update_tool(
         plan: &caller.plan,
         actor: &actor,
     };
-    let change = definitions::update(parts(&gw), editor, def)
+    let change = gw
+        .runtime()
+        .update_definition(editor, def)
         .await
         .map_err(op_error)?;
     Ok(Json(changed(&gw, &change, true)?))
@@ -286,7 +277,8 @@ async fn delete_tool(
         plan: &caller.plan,
         actor: &actor,
     };
-    definitions::remove(parts(&gw), editor, &name)
+    gw.runtime()
+        .remove_definition(editor, &name)
         .await
         .map_err(op_error)?;
     Ok(StatusCode::NO_CONTENT)
@@ -297,7 +289,11 @@ async fn tool_history(
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<DefinitionHistory>> {
-    match views::history(gw.store(), &caller.principal, &name).await? {
+    match gw
+        .runtime()
+        .definition_history(&caller.principal, &name)
+        .await?
+    {
         Some(history) => Ok(Json(history)),
         None => Err(ServerError::NotFound(format!(
             "Tool not found: {name} has no stored history (built-in and --tools-dir tools have none)"
