@@ -1,7 +1,7 @@
 //! The runtime's use cases on each store backend (SQLite in a temp dir; PostgreSQL in a schema
 //! of its own when 127.0.0.1:5432 answers): definition add/update/remove, the list and show
 //! views and their JSON shape, approve/deny and running an approved call.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,11 +19,10 @@ use toolgate_runtime::{OpError, OpErrorKind};
 use toolgate_store::{
     ApprovalStatus, DbUrl, DurableApproval, EventKind, Plan, Store, StoreOptions,
 };
-
-const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+use toolgate_test_support::pg;
 
 /// One store per backend: SQLite always, PostgreSQL (a fresh schema) when reachable.
-async fn backends() -> Vec<(Store, Option<String>, Option<tempfile::TempDir>)> {
+async fn backends() -> Vec<(Store, Option<(String, String)>, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = Store::open(
         &DbUrl::Sqlite(dir.path().join("toolgate.db")),
@@ -32,42 +31,23 @@ async fn backends() -> Vec<(Store, Option<String>, Option<tempfile::TempDir>)> {
     .await
     .unwrap();
     let mut out = vec![(sqlite, None, Some(dir))];
-    let schema = format!(
-        "tg_runtime_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
-    let options = StoreOptions {
-        pg_schema: Some(schema.clone()),
-    };
-    match Store::open(&DbUrl::parse(PG_URL).unwrap(), &options).await {
-        Ok(store) => out.push((store, Some(schema), None)),
-        Err(e) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "PostgreSQL is required in CI: {e}"
-            );
-            eprintln!("note: PostgreSQL half skipped: {e}");
-        }
+    if let Some(url) = pg::available("the PostgreSQL half of this test").await {
+        let schema = pg::unique_schema("tg_runtime");
+        let options = StoreOptions {
+            pg_schema: Some(schema.clone()),
+        };
+        let store = Store::open(&DbUrl::parse(&url).unwrap(), &options)
+            .await
+            .unwrap();
+        out.push((store, Some((url, schema)), None));
     }
     out
 }
 
-async fn cleanup(store: Store, schema: Option<String>) {
+async fn cleanup(store: Store, schema: Option<(String, String)>) {
     store.close().await;
-    if let Some(schema) = schema {
-        use sqlx::Connection;
-        if let Ok(mut conn) = sqlx::PgConnection::connect(PG_URL).await {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-            )))
-            .execute(&mut conn)
-            .await;
-            let _ = conn.close().await;
-        }
+    if let Some((url, schema)) = schema {
+        pg::drop_schema(&url, &schema).await;
     }
 }
 
@@ -625,4 +605,66 @@ async fn decider_body(store: &Store) {
         store.approval(&id).await.unwrap().unwrap().status,
         ApprovalStatus::Pending
     );
+}
+
+on_each_backend! {
+    the_runtime_offers_the_use_cases_over_its_own_parts => runtime_body;
+}
+
+/// The same use cases as `Runtime` methods, over an assembled runtime (its production pipeline
+/// with the durable gate, its principals: here the local one only).
+async fn runtime_body(store: &Store) {
+    let count = Arc::new(AtomicU32::new(0));
+    let (registry, _) = gated(store, Arc::clone(&count));
+    let runtime = toolgate_runtime::Runtime::assemble(
+        toolgate_runtime::Parts::new(store.clone(), Arc::clone(&registry)).unwrap(),
+    );
+    let me = Principal::local();
+    let editor = Editor {
+        principal: &me,
+        plan: &enterprise(),
+        actor: "test",
+    };
+    let change = runtime.add_definition(editor, weather()).await.unwrap();
+    assert_eq!(change.stored.version, 1);
+    let page = runtime.all_tools(&me, &ToolFilter::default()).unwrap();
+    assert_eq!(page.tools.len(), 2);
+    assert!(
+        runtime
+            .tool_detail(&me, "weather_now")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    runtime
+        .remove_definition(editor, "weather_now")
+        .await
+        .unwrap();
+    // `local` (the command line's principal) always resolves; an unknown id does not.
+    assert!(runtime.principal_now("local").is_some());
+    assert!(runtime.principal_now("agent").is_none());
+    let decider = Decider {
+        principal: &me,
+        actor: "cli:test",
+    };
+    let id = pending(runtime.pipeline(), Principal::local()).await;
+    runtime.approve(decider, &id, None).await.unwrap();
+    let Run::Ran { result, .. } = runtime.run_approved(&id).await.unwrap() else {
+        panic!("it should run here")
+    };
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    let id = pending(runtime.pipeline(), agent()).await;
+    runtime.approve(decider, &id, None).await.unwrap();
+    let Run::Ran { result, .. } = runtime.run_approved(&id).await.unwrap() else {
+        panic!("it should be settled here")
+    };
+    assert_eq!(result.error_kind(), Some(ErrorKind::Authorization));
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    let denied = pending(runtime.pipeline(), agent()).await;
+    runtime.deny(decider, &denied, None).await.unwrap();
+    assert!(matches!(
+        runtime.run_approved(&denied).await.unwrap(),
+        Run::NotClaimed
+    ));
 }
