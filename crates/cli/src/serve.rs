@@ -24,7 +24,11 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
     options.announce_approvals = true;
     let app = App::open(options).await?;
     let runtime = Arc::clone(&app.runtime);
-    let mut server = ServerOptions::from_config(runtime.config())?;
+    let mut server =
+        ServerOptions::from_config(runtime.config()).with_context(|| match &global.config {
+            Some(path) => format!("Invalid config file {}", path.display()),
+            None => "Invalid server settings".to_owned(),
+        })?;
     server.grace = Duration::from_secs(args.grace);
     let gateway = Gateway::new(Arc::clone(&runtime), server)?;
     // Approved calls that never started run now (once); calls cut off mid-run by a crash are

@@ -234,14 +234,20 @@ impl Gateway {
 
     /// A gateway over a registry and store of the caller's own: assembles a runtime from them
     /// ([`Runtime::assemble`], the production pipeline without a sandbox executor or network
-    /// policy) and serves it.
+    /// policy) and serves it. See [`Gateway::assemble`] to bring those too.
     pub fn from_parts(
         registry: Arc<Registry>,
         store: Store,
         options: GatewayOptions,
     ) -> Result<Arc<Self>, ServerError> {
+        Self::assemble(Parts::new(store, registry)?, options)
+    }
+
+    /// A gateway over a runtime assembled from `parts` (its HTTP client, executor, file root
+    /// and config are kept), with the principals, plan, rate limit and approval settings of
+    /// `options` and the server's approval hint.
+    pub fn assemble(mut parts: Parts, options: GatewayOptions) -> Result<Arc<Self>, ServerError> {
         let (principals, tokens) = auth::split_entries(options.principals, options.plan)?;
-        let mut parts = Parts::new(store, registry)?;
         parts.principals = principals;
         parts.rate_limit = options.rate_limit;
         parts.approval_ttl = options.approval_ttl;
@@ -456,8 +462,6 @@ pub fn check_binding(addr: SocketAddr, auth: &Auth) -> Result<(), ServerError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     fn server(text: &str) -> toolgate_runtime::ServerConfig {
@@ -505,5 +509,43 @@ mod tests {
                 .to_string();
             assert!(err.contains(key) && err.contains("at least 1"), "{err}");
         }
+    }
+
+    /// `toolgate serve`'s path: a runtime opened from a config, the server's options read from
+    /// the same config; a bearer token names the runtime's principal.
+    #[tokio::test]
+    async fn a_gateway_over_an_opened_runtime_signs_principals_in_by_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let hex: String = token_hash("alice-token")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = dir.path().join("toolgate.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[principals.alice]\ngrants = [\"tool.*\"]\ntoken_sha256 = \"{hex}\"\n[principals.bob]\ngrants = []\n"
+            ),
+        )
+        .unwrap();
+        let runtime = Runtime::open(toolgate_runtime::RuntimeOptions {
+            config: toolgate_runtime::ConfigSource::File(path),
+            db: Some(toolgate_store::DbUrl::Sqlite(dir.path().join("t.db"))),
+            root: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let options = ServerOptions::from_config(runtime.config()).unwrap();
+        assert_eq!(options.tokens.len(), 1, "bob has no token");
+        let gw = Gateway::new(Arc::clone(&runtime), options).unwrap();
+        assert!(gw.auth().requires_token());
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("authorization", "Bearer alice-token".parse().unwrap());
+        let caller = gw.auth().caller(&headers).unwrap();
+        assert_eq!(caller.principal.id.as_str(), "alice");
+        headers.insert("authorization", "Bearer nobody".parse().unwrap());
+        assert!(gw.auth().caller(&headers).is_err());
+        runtime.store().close().await;
     }
 }
