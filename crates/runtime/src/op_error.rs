@@ -6,6 +6,7 @@ use toolgate_store::{StoreError, StoreErrorKind};
 
 /// A refused or failed use case.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpError {
     /// The registry refused the definition: every validation problem (`error.report()`), a
     /// built-in name, a duplicate, an unresolved dependency, a tool others depend on.

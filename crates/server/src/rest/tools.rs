@@ -195,6 +195,7 @@ pub(super) fn op_error(e: OpError) -> ServerError {
         OpError::Forbidden(message) => ServerError::Forbidden(message),
         OpError::Conflict(message) => ServerError::Conflict(message),
         OpError::Store(e) => ServerError::from(e),
+        other => ServerError::Internal(other.to_string()),
     }
 }
 
