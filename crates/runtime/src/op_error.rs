@@ -14,8 +14,7 @@ pub enum OpError {
     Refused {
         /// The tool the definition names.
         name: String,
-        /// What the registry said.
-        #[source]
+        /// What the registry said (its message is this error's: not repeated as a source).
         error: CoreError,
     },
     /// No such tool, approval or stored definition (for this caller).
@@ -29,7 +28,7 @@ pub enum OpError {
     #[error("{0}")]
     Conflict(String),
     /// The store refused or failed (its own kinds: not found, conflict, plan limit, …).
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 
