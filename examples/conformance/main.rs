@@ -14,6 +14,8 @@ use toolgate_core::{
     Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, Registry, SamplingRequest,
     Tool, ToolBuilder, ToolError,
 };
+use toolgate_net::{NetPolicy, PolicyClient};
+use toolgate_sandbox::{Runner, SandboxConfig, SandboxExecutor};
 use toolgate_server::{Gateway, GatewayOptions};
 use toolgate_store::{DbUrl, Store, StoreOptions};
 
@@ -287,8 +289,19 @@ fn describe(prefix: &str, answer: &ElicitAnswer) -> String {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The sandbox's hidden modes first, before any thread starts: the executor re-executes this
+    // binary as its launcher (and as a worker running one of these tools, were one isolated).
+    if let Some(code) = toolgate_sandbox::hidden_main(tools) {
+        std::process::exit(code);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve())
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let arg = std::env::args()
         .nth(1)
         .ok_or("usage: conformance PORT | conformance --stdio")?;
@@ -299,9 +312,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     let registry = Arc::new(Registry::new());
+    registry.add_run_kind(Arc::new(toolgate_builtins::HttpKind::new()));
+    registry.add_run_kind(Arc::new(toolgate_sandbox::CommandKind));
     registry.register_all(toolgate_builtins::builtin_tools(dir.path())?, true)?;
     registry.register_all(tools(), false)?;
-    let gateway = Gateway::new(registry, store, GatewayOptions::default())?;
+    let network = NetPolicy::default().with_env();
+    let http = Arc::new(PolicyClient::new(network.clone())?);
+    let mut sandbox = SandboxConfig::new(std::env::current_exe()?);
+    sandbox.policy = network;
+    let executor = Arc::new(SandboxExecutor::new(Arc::new(Runner::new(sandbox))));
+    let gateway = Gateway::with_pipeline(registry, store, GatewayOptions::default(), |b| {
+        b.http_client(http).executor(executor)
+    })?;
     let shutdown = toolgate_core::CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {

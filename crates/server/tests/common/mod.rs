@@ -1,7 +1,9 @@
 //! Test harness: a gateway on a fresh SQLite store (or, for the tests that need one, a fresh
 //! PostgreSQL schema at `postgres://postgres@127.0.0.1:5432/test`: skipped with a note when
-//! unreachable, a failure with `CI=true`), requests through the real router, and checks of
-//! every response against the OpenAPI document.
+//! unreachable, a failure with `CI=true`), wired as `toolgate serve` wires it: the `http` and
+//! `command` run kinds, the policy client under a network policy, and the sandbox executor
+//! (its launcher is this package's fixture binary, see `src/bin/toolgate-server-fixture.rs`);
+//! requests through the real router, and checks of every response against the OpenAPI document.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -15,9 +17,14 @@ use toolgate_core::{
     ParamType, Parameter, Permission, Principal, PrincipalId, Quota, Registry, Tool, ToolBuilder,
     ToolError,
 };
+use toolgate_net::{NetPolicy, PolicyClient};
+use toolgate_sandbox::{Runner, SandboxConfig, SandboxExecutor};
 use toolgate_server::{Gateway, GatewayOptions, PrincipalEntry, token_hash};
 use toolgate_store::{DbUrl, Plan, Store, StoreOptions};
 use tower::ServiceExt;
+
+/// The binary the sandbox executor re-executes as its launcher (the test binary cannot be).
+pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_toolgate-server-fixture");
 
 pub struct Harness {
     pub gw: Arc<Gateway>,
@@ -103,12 +110,17 @@ impl Harness {
     }
 
     pub async fn with_options(options: GatewayOptions) -> Self {
+        Self::with_network(options, NetPolicy::default()).await
+    }
+
+    /// Like [`Harness::with_options`], under the network policy `network` (`[network]`).
+    pub async fn with_network(options: GatewayOptions, network: NetPolicy) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = (
             DbUrl::Sqlite(dir.path().join("t.db")),
             StoreOptions::default(),
         );
-        Self::on(options, dir, db).await
+        Self::on(options, network, dir, db).await
     }
 
     /// A gateway on a fresh PostgreSQL schema, or `None` (with a note) when PostgreSQL is
@@ -143,24 +155,42 @@ impl Harness {
                 return None;
             }
         }
-        Some(Self::on(options, tempfile::tempdir().unwrap(), db).await)
+        Some(
+            Self::on(
+                options,
+                NetPolicy::default(),
+                tempfile::tempdir().unwrap(),
+                db,
+            )
+            .await,
+        )
     }
 
     async fn on(
         options: GatewayOptions,
+        network: NetPolicy,
         dir: tempfile::TempDir,
         db: (DbUrl, StoreOptions),
     ) -> Self {
         toolgate_server::install_prometheus();
         let store = Store::open(&db.0, &db.1).await.unwrap();
         let registry = Arc::new(Registry::new());
+        registry.add_run_kind(Arc::new(toolgate_builtins::HttpKind::new()));
+        registry.add_run_kind(Arc::new(toolgate_sandbox::CommandKind));
+        let http = Arc::new(PolicyClient::new(network.clone()).unwrap());
+        let mut sandbox = SandboxConfig::new(LAUNCHER);
+        sandbox.policy = network;
+        let executor = Arc::new(SandboxExecutor::new(Arc::new(Runner::new(sandbox))));
         registry
             .register_all(toolgate_builtins::builtin_tools(dir.path()).unwrap(), true)
             .unwrap();
         registry
             .register_all(vec![slow_tool(), big_tool()], false)
             .unwrap();
-        let gw = Gateway::new(registry, store, options).unwrap();
+        let gw = Gateway::with_pipeline(registry, store, options, |b| {
+            b.http_client(http).executor(executor)
+        })
+        .unwrap();
         let router = gw.router();
         Self {
             gw,
