@@ -18,7 +18,7 @@ use crate::cli::CallArgs;
 pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     let reads_stdin = args.args.trim() == "-";
     let arguments = parse_arguments(&args.args)?;
-    let principal = app.config.principal(args.principal.as_deref())?;
+    let principal = app.runtime.principal(args.principal.as_deref())?;
     let approval: Arc<dyn ApprovalHandler> = if args.yes {
         Arc::new(PreApproved)
     } else if !reads_stdin && std::io::stdin().is_terminal() {

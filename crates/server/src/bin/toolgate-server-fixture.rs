@@ -5,9 +5,9 @@
 //! executor at this binary instead (`env!("CARGO_BIN_EXE_toolgate-server-fixture")`).
 
 fn main() {
-    // The hidden modes: the launcher, the sandbox's first process, its network bridge, its
-    // user-id mapper, and a worker (the tests' tools are not isolated, so it runs none).
-    if let Some(code) = toolgate_sandbox::hidden_main(Vec::new) {
+    // The hidden modes, as the `toolgate` binary runs them: the launcher, the sandbox's first
+    // process, its network bridge, its user-id mapper, and a worker running a built-in.
+    if let Some(code) = toolgate_sandbox::hidden_main(toolgate_runtime::worker_tools) {
         std::process::exit(code);
     }
     eprintln!(

@@ -1,9 +1,11 @@
-//! Test harness: a gateway on a fresh SQLite store (or, for the tests that need one, a fresh
+//! Test harness: a gateway over the production runtime (`toolgate_runtime::Runtime`, assembled
+//! as `toolgate serve` assembles it: the `http` and `command` run kinds, the built-ins rooted in
+//! a temporary directory, the policy client under a network policy, the sandbox executor, the
+//! one production pipeline) on a fresh SQLite store — or, for the tests that need one, a fresh
 //! PostgreSQL schema at `postgres://postgres@127.0.0.1:5432/test`: skipped with a note when
-//! unreachable, a failure with `CI=true`), wired as `toolgate serve` wires it: the `http` and
-//! `command` run kinds, the policy client under a network policy, and the sandbox executor
-//! (its launcher is this package's fixture binary, see `src/bin/toolgate-server-fixture.rs`);
-//! requests through the real router, and checks of every response against the OpenAPI document.
+//! unreachable, a failure with `CI=true`. The sandbox's launcher is this package's fixture
+//! binary (`src/bin/toolgate-server-fixture.rs`): a test binary cannot be one. Requests go
+//! through the real router, and every response is checked against the OpenAPI document.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -14,16 +16,15 @@ use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use toolgate_core::{
-    ParamType, Parameter, Permission, Principal, PrincipalId, Quota, Registry, Tool, ToolBuilder,
-    ToolError,
+    ParamType, Parameter, Permission, Principal, PrincipalId, Quota, Tool, ToolBuilder, ToolError,
 };
-use toolgate_net::{NetPolicy, PolicyClient};
-use toolgate_sandbox::{Runner, SandboxConfig, SandboxExecutor};
-use toolgate_server::{Gateway, GatewayOptions, PrincipalEntry, token_hash};
+use toolgate_net::NetPolicy;
+use toolgate_runtime::{Config, ConfigSource, Principals, Runtime, RuntimeOptions};
+use toolgate_server::{Gateway, GatewayOptions, PrincipalEntry, ServerOptions, token_hash};
 use toolgate_store::{DbUrl, Plan, Store, StoreOptions};
 use tower::ServiceExt;
 
-/// The binary the sandbox executor re-executes as its launcher (the test binary cannot be).
+/// The binary the sandbox executor re-executes as its launcher.
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_toolgate-server-fixture");
 
 pub struct Harness {
@@ -100,6 +101,83 @@ pub fn principal(
     }
 }
 
+/// Opens the production runtime on `db` (its file tools rooted in `root`, its sandbox launched
+/// through [`LAUNCHER`]), with the principals, rate limit, approval time-to-live and webhook of
+/// `options` where a config file would give them, and the test tools registered beside the
+/// built-ins; then a gateway serving it.
+async fn gateway(
+    options: GatewayOptions,
+    network: NetPolicy,
+    root: &std::path::Path,
+    db: &(DbUrl, StoreOptions),
+) -> Arc<Gateway> {
+    let GatewayOptions {
+        plan,
+        principals,
+        rate_limit,
+        allowed_hosts,
+        allowed_origins,
+        max_body_bytes,
+        grace,
+        approval_ttl,
+        webhook,
+        sessions,
+    } = options;
+    let mut config = Config {
+        plan: Some(plan.name.clone()),
+        network,
+        ..Config::default()
+    };
+    if matches!(db.0, DbUrl::Postgres(_)) {
+        // An audit log in PostgreSQL needs its checkpoint key outside the database.
+        config.audit.key_file = Some(root.join("audit-key"));
+    }
+    let mut parts = Runtime::prepare(RuntimeOptions {
+        config: ConfigSource::Value(Box::new(config)),
+        db: Some(db.0.clone()),
+        store: db.1.clone(),
+        root: Some(root.to_path_buf()),
+        launcher: Some(LAUNCHER.into()),
+        approval_hint: Some(toolgate_server::approval_hint()),
+        ..RuntimeOptions::default()
+    })
+    .await
+    .unwrap();
+    let mut tokens = Vec::new();
+    let mut entries = Vec::new();
+    for entry in principals {
+        if let Some(hash) = entry.token_sha256 {
+            tokens.push((entry.principal.id.as_str().to_owned(), hash));
+        }
+        entries.push(toolgate_runtime::PrincipalEntry {
+            principal: entry.principal,
+            plan: entry.plan,
+            quota: entry.quota,
+        });
+    }
+    parts.principals = Principals::new(entries, plan).unwrap();
+    parts.rate_limit = rate_limit;
+    parts.approval_ttl = approval_ttl;
+    parts.webhook = webhook;
+    parts
+        .registry
+        .register_all(vec![slow_tool(), big_tool()], false)
+        .unwrap();
+    let runtime = Runtime::assemble(parts);
+    Gateway::new(
+        runtime,
+        ServerOptions {
+            tokens,
+            allowed_hosts,
+            allowed_origins,
+            max_body_bytes,
+            grace,
+            sessions,
+        },
+    )
+    .unwrap()
+}
+
 impl Harness {
     pub async fn new(principals: Vec<PrincipalEntry>) -> Self {
         Self::with_options(GatewayOptions {
@@ -113,7 +191,8 @@ impl Harness {
         Self::with_network(options, NetPolicy::default()).await
     }
 
-    /// Like [`Harness::with_options`], under the network policy `network` (`[network]`).
+    /// Like [`Harness::with_options`], under the network policy `network` (`[network]` of the
+    /// config file).
     pub async fn with_network(options: GatewayOptions, network: NetPolicy) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = (
@@ -173,24 +252,7 @@ impl Harness {
         db: (DbUrl, StoreOptions),
     ) -> Self {
         toolgate_server::install_prometheus();
-        let store = Store::open(&db.0, &db.1).await.unwrap();
-        let registry = Arc::new(Registry::new());
-        registry.add_run_kind(Arc::new(toolgate_builtins::HttpKind::new()));
-        registry.add_run_kind(Arc::new(toolgate_sandbox::CommandKind));
-        let http = Arc::new(PolicyClient::new(network.clone()).unwrap());
-        let mut sandbox = SandboxConfig::new(LAUNCHER);
-        sandbox.policy = network;
-        let executor = Arc::new(SandboxExecutor::new(Arc::new(Runner::new(sandbox))));
-        registry
-            .register_all(toolgate_builtins::builtin_tools(dir.path()).unwrap(), true)
-            .unwrap();
-        registry
-            .register_all(vec![slow_tool(), big_tool()], false)
-            .unwrap();
-        let gw = Gateway::with_pipeline(registry, store, options, |b| {
-            b.http_client(http).executor(executor)
-        })
-        .unwrap();
+        let gw = gateway(options, network, dir.path(), &db).await;
         let router = gw.router();
         Self {
             gw,
@@ -199,6 +261,12 @@ impl Harness {
             doc: toolgate_server::openapi_document(),
             db,
         }
+    }
+
+    /// Another gateway on this one's database and file root, over a production runtime of its
+    /// own (another instance, or this one restarted).
+    pub async fn another_gateway(&self, options: GatewayOptions) -> Arc<Gateway> {
+        gateway(options, NetPolicy::default(), self._dir.path(), &self.db).await
     }
 
     /// A second, independent store on the gateway's database (the CLI, another instance).
