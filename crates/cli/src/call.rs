@@ -13,6 +13,7 @@ use toolgate_store::ApprovalStatus;
 
 use crate::app::App;
 use crate::cli::CallArgs;
+use crate::prompt::TerminalPrompt as _;
 
 /// Runs the call; exit 0 for data, 1 for an error result.
 pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {

@@ -9,6 +9,7 @@ mod call;
 mod cli;
 mod definitions;
 mod output_types;
+mod prompt;
 mod serve;
 mod tools;
 

@@ -30,8 +30,10 @@ pub struct Config {
     pub root: Option<PathBuf>,
     /// Definition files to load (relative to the config file).
     pub tools_dir: Option<PathBuf>,
+    /// `[principals.NAME]`: who may call, with which grants, plan, quota and token.
     #[serde(default)]
     pub principals: BTreeMap<String, PrincipalConfig>,
+    /// `[rate_limit]`: a per-(principal, tool) rate limit for everyone.
     pub rate_limit: Option<RateLimitConfig>,
     /// The plan in force: core, writer_pro, teams or enterprise (the default).
     pub plan: Option<String>,

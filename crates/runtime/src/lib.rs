@@ -88,6 +88,9 @@ pub struct RuntimeOptions {
     /// Whether to set up the config's approval webhook (`[approvals] webhook_url`): a serving
     /// front-end announces new approvals, a one-shot command does not.
     pub announce_approvals: bool,
+    /// A webhook to announce new approvals with instead of the config's (a test's receiver);
+    /// used whatever `announce_approvals` says.
+    pub webhook: Option<Arc<Webhook>>,
 }
 
 impl Default for RuntimeOptions {
@@ -102,6 +105,7 @@ impl Default for RuntimeOptions {
             launcher: None,
             approval_hint: None,
             announce_approvals: false,
+            webhook: None,
         }
     }
 }
@@ -116,6 +120,7 @@ impl std::fmt::Debug for RuntimeOptions {
             .field("exclude", &self.exclude)
             .field("launcher", &self.launcher)
             .field("announce_approvals", &self.announce_approvals)
+            .field("webhook", &self.webhook)
             .finish_non_exhaustive()
     }
 }
@@ -232,6 +237,7 @@ impl Runtime {
             launcher,
             approval_hint,
             announce_approvals,
+            webhook,
         } = options;
         let config = match config {
             ConfigSource::Default => Config::default(),
@@ -354,10 +360,10 @@ impl Runtime {
                 }
             }
         }
-        let webhook = if announce_approvals {
-            approval_webhook(&config)?
-        } else {
-            None
+        let webhook = match webhook {
+            Some(webhook) => Some(webhook),
+            None if announce_approvals => approval_webhook(&config)?,
+            None => None,
         };
         let rate_limit = config.rate_limit();
         let approval_ttl = config.approvals.ttl();

@@ -112,8 +112,6 @@ impl Principals {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use toolgate_core::PrincipalId;
 
     use super::*;

@@ -1,6 +1,5 @@
 //! The runtime end to end: opening it from options (config, store, built-ins, tools directory),
 //! the one pipeline it builds, tracked calls and what a call whose task fails returns.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

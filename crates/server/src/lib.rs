@@ -234,14 +234,20 @@ impl Gateway {
 
     /// A gateway over a registry and store of the caller's own: assembles a runtime from them
     /// ([`Runtime::assemble`], the production pipeline without a sandbox executor or network
-    /// policy) and serves it.
+    /// policy) and serves it. See [`Gateway::assemble`] to bring those too.
     pub fn from_parts(
         registry: Arc<Registry>,
         store: Store,
         options: GatewayOptions,
     ) -> Result<Arc<Self>, ServerError> {
+        Self::assemble(Parts::new(store, registry)?, options)
+    }
+
+    /// A gateway over a runtime assembled from `parts` (its HTTP client, executor, file root
+    /// and config are kept), with the principals, plan, rate limit and approval settings of
+    /// `options` and the server's approval hint.
+    pub fn assemble(mut parts: Parts, options: GatewayOptions) -> Result<Arc<Self>, ServerError> {
         let (principals, tokens) = auth::split_entries(options.principals, options.plan)?;
-        let mut parts = Parts::new(store, registry)?;
         parts.principals = principals;
         parts.rate_limit = options.rate_limit;
         parts.approval_ttl = options.approval_ttl;
@@ -456,8 +462,6 @@ pub fn check_binding(addr: SocketAddr, auth: &Auth) -> Result<(), ServerError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     fn server(text: &str) -> toolgate_runtime::ServerConfig {
