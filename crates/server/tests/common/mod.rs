@@ -1,6 +1,7 @@
 //! The server tests' harness: `toolgate_test_support::server` (a gateway over the production
 //! runtime, sandbox executor and policy client included) with this package's fixture binary as
 //! the sandbox launcher (`src/bin/toolgate-server-fixture.rs`; a test binary cannot be one).
+#![cfg(test)]
 #![allow(dead_code, unused_imports)]
 
 use std::ops::Deref;
