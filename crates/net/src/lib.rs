@@ -256,7 +256,7 @@ impl PolicyClient {
             .connect_timeout(policy.timeout().min(Duration::from_secs(10)))
             .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| NetError::Build(e.to_string()))?;
+            .map_err(|e| NetError::Build(toolgate_core::error_chain(&e)))?;
         Ok(Self { client, policy })
     }
 

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use toolgate_core::ErrorChain;
 use toolgate_core::ValidationReport;
 
 /// What went wrong, broadly.
@@ -131,7 +132,7 @@ impl ServerError {
 impl From<toolgate_store::StoreError> for ServerError {
     fn from(e: toolgate_store::StoreError) -> Self {
         use toolgate_store::StoreErrorKind as K;
-        let message = e.to_string();
+        let message = ErrorChain(&e).to_string();
         match e.kind() {
             K::NotFound => Self::NotFound(message),
             K::Conflict => Self::Conflict(message),

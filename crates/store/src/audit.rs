@@ -18,6 +18,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use toolgate_core::ErrorChain;
 use toolgate_core::{
     CallId, CallOrigin, Content, ErrorKind, Outcome, Principal, ToolResult, ToolSpec,
     write_canonical, write_json_string,
@@ -962,7 +963,7 @@ impl AuditWriter {
                     }
                     .append_batch(&mut entries)
                     .await
-                    .map_err(|e| e.to_string()),
+                    .map_err(|e| ErrorChain(&e).to_string()),
                 };
                 if let Err(e) = &result {
                     tracing::error!(error = %e, entries = entries.len(), "audit entries could not be written");

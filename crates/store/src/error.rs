@@ -32,7 +32,8 @@ impl fmt::Display for StoreErrorKind {
     }
 }
 
-/// A store failure. Messages never contain a database password.
+/// A store failure. Messages never contain a database password. A variant with a `source`
+/// does not repeat it in its message: render the chain with [`toolgate_core::ErrorChain`].
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// `DbUrl::parse` refused the text.
@@ -44,7 +45,7 @@ pub enum StoreError {
     #[error("{0}")]
     Invalid(String),
     /// The database could not be opened or connected to.
-    #[error("Cannot open database {url}: {source} ({hint})")]
+    #[error("Cannot open database {url} ({hint})")]
     Open {
         url: String,
         hint: &'static str,
@@ -53,7 +54,7 @@ pub enum StoreError {
     },
     /// Migrations could not be applied.
     #[error(
-        "Cannot prepare database {url}: applying migrations failed: {source} (was it created by a newer toolgate, or edited by hand?)"
+        "Cannot prepare database {url}: applying migrations failed (was it created by a newer toolgate, or edited by hand?)"
     )]
     Migrate {
         url: String,
@@ -76,7 +77,7 @@ pub enum StoreError {
         message: String,
     },
     /// A query failed.
-    #[error("Database error while {action}: {source} (is the database reachable and writable?)")]
+    #[error("Database error while {action} (is the database reachable and writable?)")]
     Database {
         action: &'static str,
         #[source]

@@ -10,6 +10,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use toolgate_core::ErrorChain;
 use toolgate_core::{
     Category, Consequence, CoreError, Effect, Permission, RegisteredTool, ToolDefinition, ToolSpec,
 };
@@ -210,7 +211,7 @@ fn definition_from(body: &Bytes) -> ApiResult<ToolDefinition> {
 /// A core error as a 422 listing every problem (or the right status for non-validation errors).
 fn invalid_from(e: &CoreError, name: Option<&str>) -> ServerError {
     use toolgate_core::CoreErrorKind as K;
-    let message = e.to_string();
+    let message = ErrorChain(e).to_string();
     match (e.report(), e.kind()) {
         (Some(report), _) => ServerError::Invalid {
             message: format!(
@@ -265,7 +266,7 @@ async fn create_tool(
         .await?;
     if let Err(e) = gw.registry().register_definition(def) {
         // Another writer got there first; the sync task will converge the registry.
-        tracing::debug!(tool = %name, error = %e, "registered by sync instead");
+        tracing::debug!(tool = %name, error = %ErrorChain(&e), "registered by sync instead");
     }
     let tool = gw
         .registry()
@@ -308,7 +309,7 @@ async fn checked(
         )
         .await
     {
-        tracing::warn!(tool = %name, error = %e, "could not record the validated event");
+        tracing::warn!(tool = %name, error = %ErrorChain(&e), "could not record the validated event");
     }
     Ok(spec)
 }
@@ -336,7 +337,7 @@ async fn update_tool(
     let spec = checked(&gw, &caller, def.clone(), true).await?;
     let (stored, changed) = gw.store().update_definition(&spec, &actor(&caller)).await?;
     if let Err(e) = gw.registry().replace_definition(def) {
-        tracing::debug!(tool = %name, error = %e, "replaced by sync instead");
+        tracing::debug!(tool = %name, error = %ErrorChain(&e), "replaced by sync instead");
     }
     let tool = visible(&gw, &caller, &name)?;
     let mut body = detail(&tool, Some(stored.version));
