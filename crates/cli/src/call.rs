@@ -39,7 +39,7 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
             note.set("user:cli");
             on_interrupt.cancel();
             if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
+                crate::exit::now(crate::exit::INTERRUPTED);
             }
         }
     });

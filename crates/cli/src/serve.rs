@@ -149,7 +149,7 @@ fn watch_signals(shutdown: CancellationToken, gateway: Arc<Gateway>, grace: u64)
                 shutdown.cancel();
             } else {
                 eprintln!("toolgate: quitting now");
-                std::process::exit(130);
+                crate::exit::now(crate::exit::INTERRUPTED);
             }
         }
     });
