@@ -398,8 +398,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use toolgate_core::{ErrorKind, ToolResult, validate};
 
     use super::*;

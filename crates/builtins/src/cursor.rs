@@ -167,7 +167,6 @@ pub(crate) fn digest_hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use toolgate_core::ErrorKind;
 

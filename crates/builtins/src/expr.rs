@@ -763,8 +763,6 @@ fn eval(node: &Node, src: &[char]) -> Result<f64, CalcError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     #[test]

@@ -387,8 +387,6 @@ fn is_symlink_loop(_err: &io::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     #[test]

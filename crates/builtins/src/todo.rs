@@ -934,7 +934,6 @@ fn items_to_value(items: &[PlanItem], plan: &str) -> Result<Value, ToolError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn item(id: &str, status: ItemStatus) -> PlanItem {

@@ -1,7 +1,6 @@
 //! The file tools against a real directory tree: the jail (`..`, absolute paths, symbolic links
 //! at every position), missing files, atomic writes, recursive listings and deletes.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::fs;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Declarative `http` tools end to end: definition files registered with the http run kind,
 //! called through the pipeline and the policy client against a local fake API.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::net::SocketAddr;
 use std::path::Path;

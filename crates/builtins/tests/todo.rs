@@ -1,8 +1,7 @@
 //! `todo_manager` through a real pipeline (registry, authorization, input and output validation)
 //! over the in-memory plan store: seed 002's example exactly, every action, the focus rules, the
 //! 15-item limit, per-principal and per-planId plans, error messages, and concurrent updates.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::sync::Arc;
 

@@ -2,8 +2,7 @@
 //! policy client: title and readable text of HTML pages (scripts and styles dropped, blocks as
 //! lines, whitespace collapsed), CSS selectors, plain text and JSON, refused content types,
 //! HTTP errors, size and time limits, charsets and hostile nesting.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -3,8 +3,7 @@
 //! toolgate-net's policy client: parsed results, the exact request sent (path, query, key
 //! placement, headers), each engine's error formats (401/403, 429, 5xx), malformed JSON,
 //! timeouts, oversized bodies, missing settings — and the API key never appearing in a message.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

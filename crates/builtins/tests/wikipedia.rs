@@ -2,8 +2,7 @@
 //! real pipeline and toolgate-net's policy client: standard articles, disambiguation pages, no
 //! hits, 404 summaries, language routing, title encoding, API errors, malformed JSON, HTTP
 //! errors, timeouts and oversized bodies.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -379,7 +379,6 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn approvals(text: &str) -> ApprovalsConfig {

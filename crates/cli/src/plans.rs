@@ -66,8 +66,6 @@ impl PlanStore for StorePlans {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use std::sync::Arc;
 
     use serde_json::json;

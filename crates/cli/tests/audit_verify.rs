@@ -1,11 +1,13 @@
 //! `toolgate audit verify` shows a cut tail: calls recorded and checkpointed by the CLI, then the
 //! newest entry, all entries, and a forged checkpoint row — each reported, exit code 1.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use sqlx::Connection;
+use toolgate_test_support::cli::Toolgate;
+use toolgate_test_support::pg;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -24,19 +26,15 @@ impl Sandbox {
         self.dir.path().join("state/toolgate.db")
     }
 
+    fn toolgate(&self) -> Toolgate {
+        Toolgate::new(BIN, self.dir.path()).with_sqlite("state/toolgate.db")
+    }
+
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
+        self.toolgate()
+            .command()
             .args(args)
-            .current_dir(self.dir.path())
-            .env(
-                "TOOLGATE_DB",
-                format!("sqlite:{}", self.db_path().display()),
-            )
             .env("XDG_DATA_HOME", "/home/user/.local/share")
-            .env_remove("TOOLGATE_CONFIG")
-            .env_remove("TOOLGATE_AUDIT_KEY")
-            .env_remove("TOOLGATE_LOG")
-            .env_remove("RUST_LOG")
             .output()
             .unwrap()
     }
@@ -124,14 +122,10 @@ fn audit_verify_reports_a_cut_tail_with_the_missing_range() {
 fn postgres_without_a_checkpoint_key_is_refused_naming_the_settings() {
     // PostgreSQL without a key is refused before connecting, naming the settings.
     let sb = Sandbox::new();
-    let out = Command::new(BIN)
-        .args(["audit", "verify"])
-        .current_dir(sb.dir.path())
-        .env("TOOLGATE_DB", "postgres://nobody@127.0.0.1:1/none")
-        .env_remove("TOOLGATE_CONFIG")
-        .env_remove("TOOLGATE_AUDIT_KEY")
-        .output()
-        .unwrap();
+    let out = sb
+        .toolgate()
+        .with_db("postgres://nobody@127.0.0.1:1/none")
+        .output(["audit", "verify"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -142,53 +136,33 @@ fn postgres_without_a_checkpoint_key_is_refused_naming_the_settings() {
 
 #[test]
 fn on_postgres_a_key_file_anchors_the_log_and_a_cut_is_found() {
-    const PG: &str = "postgres://postgres@127.0.0.1:5432/test";
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let schema = format!(
-        "tg_cli_audit_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    );
+    let Some(pg) = rt.block_on(pg::available("this test")) else {
+        return;
+    };
+    let schema = pg::unique_schema("tg_cli_audit");
+    rt.block_on(pg::create_schema(&pg, &schema)).unwrap();
     let sql = |sql: String| {
         rt.block_on(async {
-            let mut conn = sqlx::PgConnection::connect(PG).await?;
+            let mut conn = sqlx::PgConnection::connect(&pg).await?;
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .execute(&mut conn)
                 .await?;
             conn.close().await
         })
     };
-    if let Err(e) = sql(format!("CREATE SCHEMA \"{schema}\"")) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "PostgreSQL at {PG} is required in CI: {e}"
-        );
-        eprintln!("note: skipping: {PG} unreachable: {e}");
-        return;
-    }
     let sb = Sandbox::new();
     std::fs::write(
         sb.dir.path().join("toolgate.toml"),
         "[audit]\nkey_file = \"secrets/audit-key\"\n",
     )
     .unwrap();
-    let db = format!("{PG}?options=-c%20search_path%3D{schema}");
+    let toolgate = sb.toolgate().with_db(pg::with_search_path(&pg, &schema));
     let run = |args: &[&str]| {
-        let out = Command::new(BIN)
-            .args(["--config", "toolgate.toml"])
-            .args(args)
-            .current_dir(sb.dir.path())
-            .env("TOOLGATE_DB", &db)
-            .env_remove("TOOLGATE_CONFIG")
-            .env_remove("TOOLGATE_AUDIT_KEY")
-            .output()
-            .unwrap();
+        let out = toolgate.output(["--config", "toolgate.toml"].iter().chain(args));
         (
             out.status.code().unwrap(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -220,5 +194,5 @@ fn on_postgres_a_key_file_anchors_the_log_and_a_cut_is_found() {
         out.contains("audit log cut: entries 1–3 are missing") && out.contains("head now 0"),
         "{out}"
     );
-    sql(format!("DROP SCHEMA \"{schema}\" CASCADE")).unwrap();
+    rt.block_on(pg::drop_schema(&pg, &schema));
 }

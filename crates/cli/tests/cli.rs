@@ -1,12 +1,12 @@
 //! End-to-end tests of the `toolgate` binary: every command, exit codes, output snapshots.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
+use toolgate_test_support::cli::Toolgate;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -26,9 +26,10 @@ impl Sandbox {
         self.dir.path()
     }
 
-    /// This sandbox's own database, so tests never touch the user's data directory.
-    fn db(&self) -> String {
-        format!("sqlite:{}", self.path().join("state/toolgate.db").display())
+    /// The binary in this sandbox with its own database, so tests never touch the user's data
+    /// directory, and none of the caller's `TOOLGATE_*` settings.
+    fn toolgate(&self) -> Toolgate {
+        Toolgate::new(BIN, self.path()).with_sqlite("state/toolgate.db")
     }
 
     fn write(&self, rel: &str, text: &str) -> PathBuf {
@@ -43,17 +44,12 @@ impl Sandbox {
     }
 
     fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
-        let mut child = Command::new(BIN)
+        let mut child = self
+            .toolgate()
+            .command()
             .args(args)
-            .current_dir(self.path())
-            .env("TOOLGATE_DB", self.db())
             // The default database path (shown in --help) derives from it.
             .env("XDG_DATA_HOME", "/home/user/.local/share")
-            .env_remove("TOOLGATE_CONFIG")
-            .env_remove("TOOLGATE_ROOT")
-            .env_remove("TOOLGATE_TOOLS_DIR")
-            .env_remove("TOOLGATE_LOG")
-            .env_remove("RUST_LOG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -365,7 +361,9 @@ fn without_a_terminal_a_call_waits_as_an_approval_and_yes_approves() {
 #[test]
 fn call_wait_blocks_until_the_decision_and_prints_the_result() {
     let sb = Sandbox::new();
-    let child = Command::new(BIN)
+    let child = sb
+        .toolgate()
+        .command()
         .args([
             "call",
             "write_file",
@@ -374,9 +372,6 @@ fn call_wait_blocks_until_the_decision_and_prints_the_result() {
             "--wait",
             "--json",
         ])
-        .current_dir(sb.path())
-        .env("TOOLGATE_DB", sb.db())
-        .env_remove("TOOLGATE_CONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -426,10 +421,10 @@ fn terminal_prompt_answers_yes_and_no() {
         );
         let cmd =
             format!("{BIN} call write_file --args '{{\"path\": \"{file}\", \"content\": \"x\"}}'");
-        let out = Command::new("script")
+        let out = sb
+            .toolgate()
+            .wrapped("script")
             .args(["-qec", &cmd, "/dev/null"])
-            .current_dir(sb.path())
-            .env("TOOLGATE_DB", sb.db())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -572,7 +567,9 @@ tools = ["read_file", "write_file", "list_directory"]
 #[test]
 fn logs_go_to_stderr_never_stdout() {
     let sb = Sandbox::new();
-    let out = Command::new(BIN)
+    let out = sb
+        .toolgate()
+        .command()
         .args([
             "call",
             "calculator",
@@ -580,8 +577,6 @@ fn logs_go_to_stderr_never_stdout() {
             r#"{"expression": "1"}"#,
             "--json",
         ])
-        .current_dir(sb.path())
-        .env("TOOLGATE_DB", sb.db())
         .env("TOOLGATE_LOG", "trace")
         .output()
         .unwrap();
@@ -859,10 +854,10 @@ fn ctrl_c_at_the_prompt_cancels_and_exits() {
     }
     let sb = Sandbox::new();
     let cmd = format!("{BIN} call write_file --args '{{\"path\": \"p.txt\", \"content\": \"x\"}}'");
-    let mut child = Command::new("script")
+    let mut child = sb
+        .toolgate()
+        .wrapped("script")
         .args(["-qec", &cmd, "/dev/null"])
-        .current_dir(sb.path())
-        .env("TOOLGATE_DB", sb.db())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1153,10 +1148,10 @@ fn every_call_is_audited_and_large_outputs_come_back_byte_for_byte() {
         shown.stdout()
     );
 
-    let out = Command::new(BIN)
+    let out = sb
+        .toolgate()
+        .command()
         .args(["audit", "output", large["callId"].as_str().unwrap()])
-        .current_dir(sb.path())
-        .env("TOOLGATE_DB", sb.db())
         .output()
         .unwrap();
     assert!(
@@ -1202,7 +1197,7 @@ fn definition_changes_and_validations_are_recorded_as_events() {
         .build()
         .unwrap();
     let events = rt.block_on(async {
-        let url = toolgate_store::DbUrl::parse(&sb.db()).unwrap();
+        let url = toolgate_store::DbUrl::parse(sb.toolgate().db()).unwrap();
         let store = toolgate_store::Store::open(&url, &Default::default())
             .await
             .unwrap();

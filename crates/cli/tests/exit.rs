@@ -1,27 +1,21 @@
 //! Exit codes of the `toolgate` binary that the other suites do not reach: a reader that closes
 //! standard output early (`toolgate tools list | head -1`) ends the run quietly with 0.
 
-#![allow(clippy::unwrap_used)]
+#![cfg(test)]
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+use toolgate_test_support::cli::Toolgate;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
 /// Reads one line of `args`' output, closes the pipe, and returns the exit code and stderr.
 fn read_one_line_then_close(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
-    let mut child = Command::new(BIN)
+    let mut child = Toolgate::new(BIN, dir)
+        .with_sqlite("state/toolgate.db")
+        .command()
         .args(args)
-        .current_dir(dir)
-        .env(
-            "TOOLGATE_DB",
-            format!("sqlite:{}", dir.join("state/toolgate.db").display()),
-        )
-        .env_remove("TOOLGATE_CONFIG")
-        .env_remove("TOOLGATE_ROOT")
-        .env_remove("TOOLGATE_TOOLS_DIR")
-        .env_remove("TOOLGATE_LOG")
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

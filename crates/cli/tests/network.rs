@@ -1,16 +1,15 @@
 //! The binary's network wiring end to end: web_search configured by environment variables, an
 //! `http` definition from the tools directory, todo plans surviving a restart, and the network
 //! policy's default refusal of the local fake server (lifted by TOOLGATE_ALLOW_PRIVATE_NETWORK).
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use toolgate_test_support::cli::Toolgate;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -63,18 +62,8 @@ impl Fake {
 }
 
 fn toolgate(dir: &Path, args: &[&str], env: &[(&str, String)]) -> (i32, Value) {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .current_dir(dir)
-        .env(
-            "TOOLGATE_DB",
-            format!("sqlite:{}", dir.join("toolgate.db").display()),
-        )
-        .env_remove("TOOLGATE_CONFIG")
-        .env_remove("TOOLGATE_ALLOW_PRIVATE_NETWORK")
-        .env_remove("TOOLGATE_SEARCH_ENGINE")
-        .env_remove("TOOLGATE_SEARCH_API_KEY")
-        .env_remove("TOOLGATE_SEARCH_BASE_URL");
+    let mut cmd = Toolgate::new(BIN, dir).command();
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -1,26 +1,17 @@
 //! Output types kept in the store: `toolgate output-types add|list|show|rm`, and
 //! `validate_output` checking against a stored type in a later process.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
+use toolgate_test_support::cli::Toolgate;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
 fn toolgate(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .env(
-            "TOOLGATE_DB",
-            format!("sqlite:{}", dir.join("toolgate.db").display()),
-        )
-        .env_remove("TOOLGATE_CONFIG")
-        .output()
-        .unwrap()
+    Toolgate::new(BIN, dir).output(args)
 }
 
 fn text(o: &Output) -> String {

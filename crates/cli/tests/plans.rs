@@ -2,13 +2,14 @@
 //! export` and `call` see exactly the plan's built-ins (a hidden one is "not found", like a tool
 //! that does not exist), and `tools validate`/`add` hold custom schemas to the plan's JSON
 //! Schema level.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
+use toolgate_test_support::cli::Toolgate;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -46,21 +47,9 @@ fn expected(plan: &str) -> BTreeSet<String> {
 }
 
 fn run<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .env(
-            "TOOLGATE_DB",
-            format!("sqlite:{}", dir.join("state/toolgate.db").display()),
-        )
-        .env_remove("TOOLGATE_CONFIG")
-        .env_remove("TOOLGATE_ROOT")
-        .env_remove("TOOLGATE_TOOLS_DIR")
-        .env_remove("TOOLGATE_LOG")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    Toolgate::new(BIN, dir)
+        .with_sqlite("state/toolgate.db")
+        .output(args)
 }
 
 fn json(out: &Output) -> Value {

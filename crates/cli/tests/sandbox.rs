@@ -1,27 +1,17 @@
 //! Command tools through the `toolgate` binary: the issue's `word_count` example from a tools
 //! directory, run in a strict sandbox by the binary re-executing itself as the launcher, and the
 //! plan capping the isolation a definition may ask for.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
+use toolgate_test_support::cli::Toolgate;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
 fn toolgate(dir: &Path, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .env(
-            "TOOLGATE_DB",
-            format!("sqlite:{}", dir.join("toolgate.db").display()),
-        )
-        .env_remove("TOOLGATE_CONFIG")
-        .output()
-        .unwrap();
+    let out = Toolgate::new(BIN, dir).output(args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
     (
@@ -104,21 +94,13 @@ fn the_plan_caps_the_isolation_a_definition_may_ask_for() {
     std::fs::write(dir.path().join("toolgate.toml"), "plan = \"core\"\n").unwrap();
     let file = dir.path().join("word_count.toml");
     std::fs::write(&file, WORD_COUNT.replace("DATA", "/srv/data")).unwrap();
-    let out = Command::new(BIN)
-        .args([
-            "--config",
-            "toolgate.toml",
-            "tools",
-            "validate",
-            "word_count.toml",
-        ])
-        .current_dir(dir.path())
-        .env(
-            "TOOLGATE_DB",
-            format!("sqlite:{}", dir.path().join("t.db").display()),
-        )
-        .output()
-        .unwrap();
+    let out = Toolgate::new(BIN, dir.path()).with_sqlite("t.db").output([
+        "--config",
+        "toolgate.toml",
+        "tools",
+        "validate",
+        "word_count.toml",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let text = format!(
         "{}{}",
@@ -143,17 +125,11 @@ fn read_paths_the_sandbox_user_cannot_reach_are_a_validation_warning() {
     let file = dir.path().join("word_count.toml");
     std::fs::write(&file, WORD_COUNT.replace("DATA", data.to_str().unwrap())).unwrap();
     let validate = |dir: &Path| {
-        let out = Command::new(BIN)
-            .args(["tools", "validate", "word_count.toml"])
-            .current_dir(dir)
-            .env(
-                "TOOLGATE_DB",
-                format!("sqlite:{}", dir.join("t.db").display()),
-            )
-            .env_remove("TOOLGATE_CONFIG")
-            .env_remove("TOOLGATE_ROOT")
-            .output()
-            .unwrap();
+        let out = Toolgate::new(BIN, dir).with_sqlite("t.db").output([
+            "tools",
+            "validate",
+            "word_count.toml",
+        ]);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),

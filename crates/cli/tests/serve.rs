@@ -1,23 +1,19 @@
 //! `toolgate serve` end to end on the built binary: the banner, a call over REST, graceful
 //! SIGTERM with the call audited, MCP over stdio, and refusing a public address without
 //! principals.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use toolgate_test_support::cli::{Toolgate, sqlite_url};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
 fn toolgate(dir: &std::path::Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    cmd.current_dir(dir)
-        .env(
-            "TOOLGATE_DB",
-            format!("sqlite:{}", dir.join("t.db").display()),
-        )
-        .env("XDG_DATA_HOME", dir)
-        .env_remove("TOOLGATE_CONFIG")
-        .env_remove("RUST_LOG")
-        .env_remove("TOOLGATE_LOG");
+    let mut cmd = Toolgate::new(BIN, dir).with_sqlite("t.db").command();
+    cmd.env("XDG_DATA_HOME", dir);
     cmd
 }
 
@@ -236,16 +232,11 @@ fn stdio_read_file(
     extra: &[&str],
     path: &str,
 ) -> (String, serde_json::Value) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .current_dir(cwd)
-        .env("TOOLGATE_DB", format!("sqlite:{}", db.display()))
+    let mut child = Toolgate::new(BIN, cwd)
+        .with_db(sqlite_url(db))
+        .command()
         .env("HOME", home)
         .env("XDG_DATA_HOME", home)
-        .env_remove("TOOLGATE_ROOT")
-        .env_remove("TOOLGATE_CONFIG")
-        .env_remove("TOOLGATE_TOOLS_DIR")
-        .env_remove("RUST_LOG")
-        .env_remove("TOOLGATE_LOG")
         .args(extra)
         .args(["serve", "--stdio"])
         .stdin(Stdio::piped())
@@ -377,7 +368,6 @@ fn the_audit_log_says_which_client_called_and_who_cancelled() {
     )
     .unwrap();
     let mut child = toolgate(dir.path())
-        .env_remove("TOOLGATE_ROOT")
         .args(["--tools-dir", tools.to_str().unwrap(), "serve", "--stdio"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

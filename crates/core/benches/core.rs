@@ -1,14 +1,18 @@
 //! Criterion benchmarks: definition validation, one no-op call through the whole pipeline, and
 //! registry lookup and filtered listing with 100,000 tools — each beside a baseline measured in
 //! the same run (`scripts/bench-table.py` prints medians and ratios).
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//!
+//! A benchmark is not a test: a setup step that fails ends the run with its error (`main`
+//! returns it), and a timed step returns its `Result` (checked once before the timing) instead
+//! of unwrapping it.
 
 use std::collections::HashMap;
+use std::error::Error;
 use std::hint::black_box;
 use std::sync::Arc;
+use std::time::Duration;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::Criterion;
 use serde_json::{Value, json};
 use toolgate_core::{
     CallRequest, Category, Effect, ParamType, Parameter, Pipeline, Query, Registry, Tool,
@@ -46,17 +50,22 @@ fn ten_parameter_definition() -> ToolDefinition {
     def
 }
 
-fn bench_validation(c: &mut Criterion) {
+type BoxError = Box<dyn Error>;
+
+fn bench_validation(c: &mut Criterion) -> Result<(), BoxError> {
     let def = ten_parameter_definition();
-    let as_json = serde_json::to_value(&def).unwrap();
+    let as_json = serde_json::to_value(&def)?;
+    serde_json::from_value::<ToolDefinition>(as_json.clone())?;
+    validate(&def).map_err(|report| format!("the benchmark's definition is invalid: {report}"))?;
     let mut g = c.benchmark_group("validate");
     g.bench_function("baseline_deserialize_10_params", |b| {
-        b.iter(|| serde_json::from_value::<ToolDefinition>(black_box(as_json.clone())).unwrap())
+        b.iter(|| serde_json::from_value::<ToolDefinition>(black_box(as_json.clone())))
     });
     g.bench_function("definition_10_params", |b| {
-        b.iter(|| validate(black_box(&def)).unwrap())
+        b.iter(|| validate(black_box(&def)))
     });
     g.finish();
+    Ok(())
 }
 
 fn noop_tool() -> impl Tool {
@@ -68,26 +77,24 @@ fn noop_tool() -> impl Tool {
     .handler(|_args, _ctx| async { Ok(json!({})) })
 }
 
-fn bench_pipeline(c: &mut Criterion) {
+fn bench_pipeline(c: &mut Criterion) -> Result<(), BoxError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
-        .unwrap();
+        .build()?;
     let registry = Arc::new(Registry::new());
     let tool: Arc<dyn Tool> = Arc::new(noop_tool());
-    registry.register(Arc::clone(&tool)).unwrap();
+    registry.register(Arc::clone(&tool))?;
     let pipeline = Pipeline::new(registry);
     let args = json!({"x": 1});
     let ctx = ToolContext::detached(
-        ToolName::parse("noop").unwrap(),
+        ToolName::parse("noop")
+            .map_err(|problem| format!("\"noop\" is not a tool name: {problem:?}"))?,
         toolgate_core::Principal::local(),
     );
+    rt.block_on(tool.call(args.clone(), ctx.clone()))?;
     let mut g = c.benchmark_group("pipeline");
     g.bench_function("baseline_direct_handler_call", |b| {
-        b.iter(|| {
-            rt.block_on(tool.call(black_box(args.clone()), ctx.clone()))
-                .unwrap()
-        })
+        b.iter(|| rt.block_on(tool.call(black_box(args.clone()), ctx.clone())))
     });
     g.bench_function("noop_call_full_pipeline", |b| {
         b.iter(|| {
@@ -97,6 +104,7 @@ fn bench_pipeline(c: &mut Criterion) {
         })
     });
     g.finish();
+    Ok(())
 }
 
 const N: usize = 100_000;
@@ -107,7 +115,7 @@ const CATEGORIES: [Category; 4] = [
     Category::System,
 ];
 
-fn big_registry() -> Registry {
+fn big_registry() -> Result<Registry, BoxError> {
     let registry = Registry::new();
     let defs: Vec<ToolDefinition> = (0..N)
         .map(|i| {
@@ -128,12 +136,12 @@ fn big_registry() -> Registry {
             d
         })
         .collect();
-    registry.register_definitions(defs).unwrap();
-    registry
+    registry.register_definitions(defs)?;
+    Ok(registry)
 }
 
-fn bench_registry(c: &mut Criterion) {
-    let registry = big_registry();
+fn bench_registry(c: &mut Criterion) -> Result<(), BoxError> {
+    let registry = big_registry()?;
     let names: Vec<String> = (0..1000)
         .map(|i| format!("tool_{:06}", (i * 97) % N))
         .collect();
@@ -198,7 +206,7 @@ fn bench_registry(c: &mut Criterion) {
         })
     });
     g.bench_function("list_category_page50", |b| {
-        b.iter(|| registry.list(black_box(&category)).unwrap())
+        b.iter(|| registry.list(black_box(&category)))
     });
     let filtered = Query {
         category: Some(Category::Database),
@@ -207,23 +215,23 @@ fn bench_registry(c: &mut Criterion) {
         ..Query::default()
     };
     g.bench_function("list_category_effect_tag_page50", |b| {
-        b.iter(|| registry.list(black_box(&filtered)).unwrap())
+        b.iter(|| registry.list(black_box(&filtered)))
     });
     let rare_text = Query {
         text: Some("number 99999 ".into()),
         ..Query::default()
     };
-    assert_eq!(registry.list(&rare_text).unwrap().items.len(), 1);
-    assert_eq!(registry.list(&category).unwrap().items.len(), 50);
-    assert!(!registry.list(&filtered).unwrap().items.is_empty());
+    assert_eq!(registry.list(&rare_text)?.items.len(), 1);
+    assert_eq!(registry.list(&category)?.items.len(), 50);
+    assert!(!registry.list(&filtered)?.items.is_empty());
     g.bench_function("list_text_full_scan", |b| {
-        b.iter(|| registry.list(black_box(&rare_text)).unwrap())
+        b.iter(|| registry.list(black_box(&rare_text)))
     });
     g.bench_function("list_text_first_after_change", |b| {
         // A changed snapshot has no text index yet: this pays for building it.
         b.iter_batched(
             || (*registry.snapshot()).clone(),
-            |snapshot| snapshot.list(&rare_text).unwrap(),
+            |snapshot| snapshot.list(&rare_text),
             criterion::BatchSize::LargeInput,
         )
     });
@@ -231,11 +239,20 @@ fn bench_registry(c: &mut Criterion) {
         b.iter(|| map.values().filter(|v| v.as_u64() == Some(99_999)).count())
     });
     g.finish();
+    Ok(())
 }
 
-criterion_group! {
-    name = benches;
-    config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_validation, bench_pipeline, bench_registry
+/// What `criterion_group!` and `criterion_main!` would write, except that a failed setup ends
+/// the run with its error.
+fn main() -> Result<(), BoxError> {
+    let mut criterion = Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    bench_validation(&mut criterion)?;
+    bench_pipeline(&mut criterion)?;
+    bench_registry(&mut criterion)?;
+    criterion.final_summary();
+    Ok(())
 }
-criterion_main!(benches);

@@ -109,4 +109,9 @@ impl Attachments {
     pub(crate) fn take(&self) -> Vec<Content> {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
+
+    /// Replaces the blocks attached so far (with those the output limit kept).
+    pub(crate) fn set(&self, content: Vec<Content>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = content;
+    }
 }

@@ -291,7 +291,6 @@ fn walk(schema: &Value, path: &str, allowed: SchemaLevel, out: &mut Vec<BeyondLe
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use serde_json::json;
 
     use super::*;

@@ -1,8 +1,7 @@
 //! Structural and behavioural rules of the exports: Gemini output stays inside Gemini's schema
 //! subset, strict OpenAI output is closed and fully required, failures name tool and keyword,
 //! MCP hints follow the governance fields, and strict arguments round-trip to the tool's schema.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

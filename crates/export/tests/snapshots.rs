@@ -1,7 +1,6 @@
 //! Snapshots of every export format (and the strict OpenAI variants) for the fixture tools:
 //! what providers and people read is reviewed as a whole.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -144,8 +144,6 @@ fn blocked(path: &Path, need: Need, user: &ProgramUser) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;

@@ -1,6 +1,6 @@
 //! In-process tools that ask for isolation run in a sandboxed worker (the fixture binary
 //! re-executed), so even a handler that never yields is stopped at its deadline.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -691,7 +691,6 @@ pub(crate) async fn serve_stdio(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn accept(content: Value) -> Result<ElicitAnswer, ToolError> {

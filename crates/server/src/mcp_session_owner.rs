@@ -67,7 +67,6 @@ where
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use http_body_util::BodyExt;
     use toolgate_core::{Principal, PrincipalId};
 

@@ -3,7 +3,7 @@
 //! enforces, and the server enforces it (bounds, enums, object bodies, JSON content type, 404
 //! for an unknown tool's call). schemathesis checks the same end to end
 //! (`scripts/schemathesis.sh`); these pin each case down.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! JSON-RPC error while existing sessions keep working, idle sessions expire, idle sessions
 //! past the awake allowance sleep and wake on their next request, and a call longer than the
 //! idle timeout keeps its session.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! Plans over the wire (seed 003 §3.2): each plan's built-ins are the only built-ins its callers
 //! see — REST listing, lookup, export and calls, MCP `tools/list` and `tools/call` — and a
 //! definition's JSON Schema is held to the plan's level when validated or created over REST.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

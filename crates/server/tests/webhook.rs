@@ -2,7 +2,7 @@
 //! with one delivery id, no retry of a refusal, giving up after max_attempts; and end to end, a
 //! gateway announcing a pending approval that the receiver then approves over REST, and pending
 //! approvals announced again when a gateway starts.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

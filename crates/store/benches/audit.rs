@@ -1,8 +1,8 @@
 //! Criterion benchmarks: what the audit log adds per call. A no-op read tool and a no-op
 //! side-effecting tool, each called through the pipeline without a store (the baseline), with
-//! `AuditStage` + `AuditObserver` on SQLite (a temp file) and on PostgreSQL
-//! (`postgres://postgres@127.0.0.1:5432/test`, a fresh schema, dropped afterwards) — all in the
-//! same run. Without a reachable PostgreSQL its benchmarks are skipped with a note.
+//! `AuditStage` + `AuditObserver` on SQLite (a temp file) and on PostgreSQL (the tests' server,
+//! `toolgate_test_support::pg::url()`, a fresh schema, dropped afterwards) — all in the same run.
+//! Without a reachable PostgreSQL its benchmarks are skipped with a note.
 //!
 //! `sqlite` uses the default audit anchor (signed checkpoints of the chain's head, kept in the
 //! database and a file next to it); `sqlite_no_checkpoints` opens the same kind of database
@@ -13,121 +13,96 @@
 //! A read call gets one audit entry (`finished`, written after the call); a side-effecting call
 //! gets two (`started`, committed before the handler runs, and `finished`). Every entry is one
 //! durable (fsynced) commit.
+//!
+//! A benchmark is not a test: a setup step that fails ends the run with its error (`main`
+//! returns it) instead of unwrapping.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use std::error::Error;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion};
 use serde_json::json;
-use sqlx::Connection;
 use toolgate_core::{CallRequest, Effect, Pipeline, PipelineBuilder, Registry, ToolBuilder};
 use toolgate_store::{AuditAnchor, AuditObserver, AuditStage, DbUrl, Store, StoreOptions};
+use toolgate_test_support::pg;
 
-const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 const READ_TOOL: &str = "noop_read";
 const SIDE_EFFECT_TOOL: &str = "noop_side_effect";
 
-fn registry() -> Arc<Registry> {
+type BoxError = Box<dyn Error>;
+
+fn registry() -> Result<Arc<Registry>, BoxError> {
     let registry = Arc::new(Registry::new());
-    registry
-        .register(Arc::new(
-            ToolBuilder::new(
-                READ_TOOL,
-                "Reads nothing and returns an empty object. Used to measure overhead.",
-            )
-            .handler(|_args, _ctx| async { Ok(json!({})) }),
-        ))
-        .unwrap();
-    registry
-        .register(Arc::new(
-            ToolBuilder::new(
-                SIDE_EFFECT_TOOL,
-                "Pretends to change something and returns an empty object. Used to measure overhead.",
-            )
-            .effect(Effect::SideEffect)
-            .requires_confirmation(false)
-            .handler(|_args, _ctx| async { Ok(json!({})) }),
-        ))
-        .unwrap();
-    registry
+    registry.register(Arc::new(
+        ToolBuilder::new(
+            READ_TOOL,
+            "Reads nothing and returns an empty object. Used to measure overhead.",
+        )
+        .handler(|_args, _ctx| async { Ok(json!({})) }),
+    ))?;
+    registry.register(Arc::new(
+        ToolBuilder::new(
+            SIDE_EFFECT_TOOL,
+            "Pretends to change something and returns an empty object. Used to measure overhead.",
+        )
+        .effect(Effect::SideEffect)
+        .requires_confirmation(false)
+        .handler(|_args, _ctx| async { Ok(json!({})) }),
+    ))?;
+    Ok(registry)
 }
 
-fn audited(store: &Store) -> Pipeline {
-    PipelineBuilder::new(registry())
+fn audited(store: &Store) -> Result<Pipeline, BoxError> {
+    Ok(PipelineBuilder::new(registry()?)
         .stage(Arc::new(AuditStage::new(store.clone())))
         .observer(Arc::new(AuditObserver::new(store.clone())))
-        .build()
+        .build())
 }
 
-async fn postgres() -> Option<(Store, String)> {
-    match sqlx::PgConnection::connect(PG_URL).await {
-        Ok(conn) => {
-            let _ = conn.close().await;
-        }
-        Err(e) => {
-            eprintln!("note: skipping the PostgreSQL benchmarks: {PG_URL} unreachable: {e}");
-            return None;
-        }
+/// A store on a fresh schema of the tests' PostgreSQL, with its URL and the schema's name, or
+/// `None` (with a note) when PostgreSQL is unreachable.
+async fn postgres() -> Result<Option<(Store, String, String)>, BoxError> {
+    let url = pg::url();
+    if let Err(e) = pg::reachable(&url).await {
+        eprintln!("note: skipping the PostgreSQL benchmarks: {url} unreachable: {e}");
+        return Ok(None);
     }
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let schema = format!("tg_bench_{}_{nanos}", std::process::id());
+    let schema = pg::unique_schema("tg_bench");
     let options = StoreOptions {
         pg_schema: Some(schema.clone()),
     };
-    let store = Store::open(&DbUrl::parse(PG_URL).unwrap(), &options)
-        .await
-        .unwrap();
-    Some((store, schema))
+    let store = Store::open(&DbUrl::parse(&url)?, &options).await?;
+    Ok(Some((store, url, schema)))
 }
 
-async fn drop_schema(schema: &str) {
-    if let Ok(mut conn) = sqlx::PgConnection::connect(PG_URL).await {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-        )))
-        .execute(&mut conn)
-        .await;
-        let _ = conn.close().await;
-    }
-}
-
-fn bench_audit(c: &mut Criterion) {
+fn bench_audit(c: &mut Criterion) -> Result<(), BoxError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = rt
-        .block_on(Store::open(
-            &DbUrl::Sqlite(dir.path().join("bench.db")),
-            &StoreOptions::default(),
-        ))
-        .unwrap();
-    let bare = rt
-        .block_on(Store::open_with(
-            &DbUrl::Sqlite(dir.path().join("bare.db")),
-            &StoreOptions::default(),
-            &AuditAnchor::none(),
-        ))
-        .unwrap();
-    let pg = rt.block_on(postgres());
+        .build()?;
+    let dir = tempfile::tempdir()?;
+    let sqlite = rt.block_on(Store::open(
+        &DbUrl::Sqlite(dir.path().join("bench.db")),
+        &StoreOptions::default(),
+    ))?;
+    let bare = rt.block_on(Store::open_with(
+        &DbUrl::Sqlite(dir.path().join("bare.db")),
+        &StoreOptions::default(),
+        &AuditAnchor::none(),
+    ))?;
+    let pg = rt.block_on(postgres())?;
 
     let mut pipelines = vec![
         (
             "baseline_no_store",
-            PipelineBuilder::new(registry()).build(),
+            PipelineBuilder::new(registry()?).build(),
         ),
-        ("sqlite", audited(&sqlite)),
-        ("sqlite_no_checkpoints", audited(&bare)),
+        ("sqlite", audited(&sqlite)?),
+        ("sqlite_no_checkpoints", audited(&bare)?),
     ];
-    if let Some((store, _)) = &pg {
-        pipelines.push(("postgres", audited(store)));
+    if let Some((store, _, _)) = &pg {
+        pipelines.push(("postgres", audited(store)?));
     }
 
     for (group, tool) in [
@@ -163,7 +138,7 @@ fn bench_audit(c: &mut Criterion) {
             || hash.clone(),
             |h| {
                 seq += 1;
-                let old = slot.lock().unwrap().replace((seq, h));
+                let old = slot.lock().map(|mut slot| slot.replace((seq, h)));
                 wake.notify_one();
                 drop(old);
             },
@@ -174,12 +149,18 @@ fn bench_audit(c: &mut Criterion) {
     rt.block_on(async {
         sqlite.close().await;
         bare.close().await;
-        if let Some((store, schema)) = pg {
+        if let Some((store, url, schema)) = pg {
             store.close().await;
-            drop_schema(&schema).await;
+            pg::drop_schema(&url, &schema).await;
         }
     });
+    Ok(())
 }
 
-criterion_group!(benches, bench_audit);
-criterion_main!(benches);
+/// What `criterion_main!` would write, except that a failed setup ends the run with its error.
+fn main() -> Result<(), BoxError> {
+    let mut criterion = Criterion::default().configure_from_args();
+    bench_audit(&mut criterion)?;
+    criterion.final_summary();
+    Ok(())
+}

@@ -710,8 +710,6 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     fn checkpointer(key: &[u8]) -> Checkpointer {

@@ -58,7 +58,6 @@ mod error;
 mod events;
 mod gate;
 mod output_types;
-mod pipeline;
 mod plan;
 mod sync;
 mod todo;
@@ -85,7 +84,8 @@ pub use approvals::{
     Approval, ApprovalCursor, ApprovalStatus, NewApproval, RecoveredApprovals, arguments_sha256,
 };
 pub use audit::{
-    AuditCall, AuditQuery, AuditRecord, AuditStart, BrokenLink, ContentDigest, VerifyReport,
+    AuditCall, AuditObserver, AuditQuery, AuditRecord, AuditStage, AuditStart, BrokenLink,
+    ContentDigest, LARGE_OUTPUT_BYTES, VerifyReport,
 };
 pub use checkpoint::{
     AuditAnchor, AuditKey, Checkpoint, CheckpointProblem, CheckpointProblemKind, CheckpointSource,
@@ -97,7 +97,6 @@ pub use events::{EventKind, StoredEvent};
 pub use gate::{
     BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
 };
-pub use pipeline::{AuditObserver, AuditStage, LARGE_OUTPUT_BYTES};
 pub use plan::{ALL_BUILTINS, Plan};
 pub use sync::SYNC_INTERVAL;
 pub use url::DbUrl;
@@ -132,7 +131,7 @@ pub(crate) struct Inner {
     pub(crate) listener_started: AtomicBool,
     pub(crate) listening: watch::Sender<bool>,
     pub(crate) shutdown: CancellationToken,
-    /// The audit log's group-commit writer (see `audit::AuditWriter`).
+    /// The audit log's group-commit writer (see `audit::writer`).
     pub(crate) audit_writer: audit::AuditWriter,
     /// Signs and keeps checkpoints of the chain's head; `None` without a key.
     pub(crate) checkpoints: Option<checkpoint::Checkpointer>,

@@ -2,7 +2,7 @@
 //! idempotency keys, expiry, racing deciders and runners (exactly one wins), and recovery after
 //! a restart (approved → run once, running → indeterminate), and following every change from
 //! another instance by revision.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -2,7 +2,7 @@
 //! all of them (with the checkpoint rows too), a forged checkpoint, a rewritten log and a wrong
 //! key — on SQLite (the default anchor: key and checkpoint files next to the database) and on
 //! PostgreSQL (an explicit key and checkpoint file).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

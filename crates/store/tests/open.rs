@@ -1,5 +1,5 @@
 //! Opening the store: concurrent first opens (threads and processes), error messages.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 
@@ -175,7 +175,7 @@ async fn postgres_errors_never_show_the_password() {
 #[tokio::test]
 async fn bad_schema_names_are_refused() {
     let err = Store::open(
-        &DbUrl::parse(common::PG_URL).unwrap(),
+        &DbUrl::parse(&toolgate_test_support::pg::url()).unwrap(),
         &StoreOptions {
             pg_schema: Some("x\"; DROP TABLE y; --".into()),
         },

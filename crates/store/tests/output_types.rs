@@ -1,6 +1,6 @@
 //! `validate_output`'s output types in the store, on each backend: add, replace, list, remove,
 //! survive a restart, bad names refused.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! The store's behaviour, run once per backend (SQLite always, PostgreSQL when reachable).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

@@ -1,7 +1,6 @@
 //! A registry kept in step with the store follows changes made through another instance (as
 //! another process or toolgate instance would make them), on both backends.
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
 
 mod common;
 

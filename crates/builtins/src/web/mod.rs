@@ -280,7 +280,6 @@ pub(crate) fn status_text(status: u16) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;

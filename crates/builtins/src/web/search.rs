@@ -688,7 +688,6 @@ fn classify(
 
 /// Engine answers as seen by the parser, for unit tests of shapes the fake servers don't send.
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use toolgate_core::ErrorKind;

@@ -331,7 +331,6 @@ pub(crate) fn strip_tags(snippet: &str) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

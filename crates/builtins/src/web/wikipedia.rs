@@ -452,7 +452,6 @@ fn status_error(service: &str, response: &HttpResponse) -> ToolError {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

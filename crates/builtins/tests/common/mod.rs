@@ -1,8 +1,8 @@
 //! Shared helpers of the web tools' tests: a fake HTTP server on 127.0.0.1 that answers with
 //! canned replies and records every request (path, query, headers), and a real pipeline with
 //! toolgate-net's policy client (private network allowed, so the fake server is reachable).
-
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
+#![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

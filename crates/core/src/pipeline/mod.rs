@@ -11,16 +11,17 @@
 //! Later capabilities plug in as one more stage ([`PipelineBuilder::stage`]), one more executor
 //! ([`PipelineBuilder::executor`]), one more approval handler or one more observer — never as a
 //! second code path.
-
 mod approval;
 mod executor;
+mod metrics;
+mod output_limit;
 mod ratelimit;
+mod request;
 mod stages;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -33,159 +34,19 @@ pub use approval::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Decision, PreApproved, PromptApproval,
 };
 pub use executor::{Executor, InProcessExecutor};
+pub use output_limit::json_len_at_most;
 pub use ratelimit::{PrincipalQuotaStage, Quota, RateLimit, RateLimitStage};
-pub use stages::{RetryPolicy, json_len_at_most};
+pub use request::CallRequest;
+pub use stages::RetryPolicy;
 
-use crate::content::{Attachments, Content};
-use crate::context::{
-    AuthClaims, ClientBridge, Extensions, HttpClient, Principal, ProgressSink, ToolContext,
-};
+use crate::content::Attachments;
+use crate::context::{HttpClient, Principal, ToolContext};
 use crate::envelope::{CallId, Outcome, ToolResult};
 use crate::error::ToolError;
 use crate::registry::{RegisteredTool, Registry};
 use crate::spec::ToolSpec;
-use crate::telemetry;
 use crate::tool::{BoxFuture, ToolOutput};
-
-/// A request to call a tool.
-#[derive(Clone)]
-pub struct CallRequest {
-    pub tool: String,
-    pub arguments: Value,
-    pub principal: Arc<Principal>,
-    pub call_id: CallId,
-    /// Fires to cancel the call (seed 000's abort signal).
-    pub cancel: CancellationToken,
-    pub auth: Arc<AuthClaims>,
-    pub extensions: Arc<Extensions>,
-    pub progress: Option<Arc<dyn ProgressSink>>,
-    /// Overrides the pipeline's approval handler for this call (e.g. `--yes`, MCP elicitation).
-    pub approval: Option<Arc<dyn ApprovalHandler>>,
-    /// The connected client (logging, sampling, elicitation), when there is one.
-    pub client: Option<Arc<dyn ClientBridge>>,
-    /// Repeating a call with the same key returns the same approval or result.
-    pub idempotency_key: Option<String>,
-    /// Why the caller wants to run it (shown to an approver).
-    pub reason: Option<String>,
-    /// Where the call came from (kept in the audit log and with its approval).
-    pub origin: Option<crate::CallOrigin>,
-    /// Who cancelled the call: set by whoever fires `cancel`, just before.
-    pub cancelled_by: crate::CancelNote,
-}
-
-impl CallRequest {
-    /// A call by the local operator with a fresh id and token.
-    pub fn new(tool: impl Into<String>, arguments: Value) -> Self {
-        // Shared, not built per call: servers build a request for every call and most keep
-        // these defaults (or replace the principal right away).
-        static LOCAL: OnceLock<Arc<Principal>> = OnceLock::new();
-        static NO_CLAIMS: OnceLock<Arc<AuthClaims>> = OnceLock::new();
-        static NO_EXTENSIONS: OnceLock<Arc<Extensions>> = OnceLock::new();
-        Self {
-            tool: tool.into(),
-            arguments,
-            principal: Arc::clone(LOCAL.get_or_init(|| Arc::new(Principal::local()))),
-            call_id: CallId::new(),
-            cancel: CancellationToken::new(),
-            auth: Arc::clone(NO_CLAIMS.get_or_init(Arc::default)),
-            extensions: Arc::clone(NO_EXTENSIONS.get_or_init(Arc::default)),
-            progress: None,
-            approval: None,
-            client: None,
-            idempotency_key: None,
-            reason: None,
-            origin: None,
-            cancelled_by: crate::CancelNote::default(),
-        }
-    }
-
-    /// Sets where the call came from.
-    #[must_use]
-    pub fn origin(mut self, origin: crate::CallOrigin) -> Self {
-        self.origin = Some(origin);
-        self
-    }
-
-    /// Sets the call id (a call run later under an approval keeps the id it was asked with).
-    #[must_use]
-    pub fn call_id(mut self, id: CallId) -> Self {
-        self.call_id = id;
-        self
-    }
-
-    /// Sets the idempotency key.
-    #[must_use]
-    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
-        self
-    }
-
-    /// Sets the reason shown to an approver.
-    #[must_use]
-    pub fn reason(mut self, reason: impl Into<String>) -> Self {
-        self.reason = Some(reason.into());
-        self
-    }
-
-    /// Sets the caller.
-    #[must_use]
-    pub fn principal(mut self, principal: Principal) -> Self {
-        self.principal = Arc::new(principal);
-        self
-    }
-
-    /// Sets the cancellation token.
-    #[must_use]
-    pub fn cancel_token(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
-        self
-    }
-
-    /// Sets the approval handler for this call.
-    #[must_use]
-    pub fn approval(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
-        self.approval = Some(handler);
-        self
-    }
-
-    /// Sets the auth claims.
-    #[must_use]
-    pub fn auth(mut self, claims: AuthClaims) -> Self {
-        self.auth = Arc::new(claims);
-        self
-    }
-
-    /// Sets the typed extensions handlers can read.
-    #[must_use]
-    pub fn extensions(mut self, extensions: Extensions) -> Self {
-        self.extensions = Arc::new(extensions);
-        self
-    }
-
-    /// Sets the progress sink.
-    #[must_use]
-    pub fn progress(mut self, sink: Arc<dyn ProgressSink>) -> Self {
-        self.progress = Some(sink);
-        self
-    }
-
-    /// Connects the call to a client (logging, sampling, elicitation).
-    #[must_use]
-    pub fn client(mut self, client: Arc<dyn ClientBridge>) -> Self {
-        self.client = Some(client);
-        self
-    }
-}
-
-impl fmt::Debug for CallRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CallRequest")
-            .field("tool", &self.tool)
-            .field("principal", &self.principal.id)
-            .field("call_id", &self.call_id)
-            .finish_non_exhaustive()
-    }
-}
+use metrics::CallMetrics;
 
 /// The state of a call as it moves through the stages.
 pub struct Call {
@@ -385,47 +246,6 @@ impl PipelineBuilder {
     }
 }
 
-/// Each tool's call counter and latency histogram, looked up in the `metrics` recorder once per
-/// pipeline: the recorder's lookup (building a labelled key, hashing it) costs more than the
-/// call of a trivial tool.
-#[derive(Default)]
-struct CallMetrics {
-    by_tool: std::sync::RwLock<HashMap<String, ToolMetrics>>,
-}
-
-#[derive(Clone)]
-struct ToolMetrics {
-    calls: metrics::Counter,
-    duration: metrics::Histogram,
-}
-
-/// Tools whose handles are kept; past it (a registry churning through names) the recorder is
-/// asked each time, as before.
-const MAX_CACHED_TOOLS: usize = 4096;
-
-impl CallMetrics {
-    fn for_tool(&self, tool: &str) -> ToolMetrics {
-        if let Some(found) = self
-            .by_tool
-            .read()
-            .ok()
-            .and_then(|map| map.get(tool).cloned())
-        {
-            return found;
-        }
-        let handles = ToolMetrics {
-            calls: metrics::counter!(telemetry::CALLS, "tool" => tool.to_owned()),
-            duration: metrics::histogram!(telemetry::CALL_DURATION, "tool" => tool.to_owned()),
-        };
-        if let Ok(mut map) = self.by_tool.write()
-            && map.len() < MAX_CACHED_TOOLS
-        {
-            map.insert(tool.to_owned(), handles.clone());
-        }
-        handles
-    }
-}
-
 /// The call pipeline. Cheap to clone; share one per process.
 #[derive(Clone)]
 pub struct Pipeline {
@@ -526,22 +346,12 @@ impl Pipeline {
         }
         .instrument(span.clone())
         .await;
-        let mut content = match &outcome {
+        // Attached content, already fitted into the output limit beside the data (the output
+        // checks stage), goes out with data only.
+        let content = match &outcome {
             Ok(_) => call.attachments.take(),
             Err(_) => Vec::new(),
         };
-        // Attached content shares the tool's output limit with the data (after the data's own
-        // cap): blocks are kept in order while they fit, the rest are left out and named.
-        let content_cut = match (&outcome, call.spec()) {
-            (Ok(data), Some(spec)) if !content.is_empty() => {
-                let max = usize::try_from(spec.limits().max_output_bytes).unwrap_or(usize::MAX);
-                fit_content(&mut content, max.saturating_sub(output_len(data)))
-            }
-            _ => false,
-        };
-        if content_cut {
-            call.truncated = true;
-        }
         let mut result = self.envelope(
             call_parts(&call),
             call.fetched_at,
@@ -552,7 +362,7 @@ impl Pipeline {
         if let Some(kind) = result.error_kind() {
             span.record("toolgate.error_kind", kind.as_str());
         }
-        self.record_metrics(&result, call.tool.is_some());
+        self.metrics.record(&result, call.tool.is_some());
         let cancelled_by = match result.error_kind() {
             Some(crate::ErrorKind::Cancelled) => call.request.cancelled_by.get(),
             Some(crate::ErrorKind::Timeout) => Some("timeout"),
@@ -581,26 +391,6 @@ impl Pipeline {
             }
         }
         result
-    }
-
-    /// Counts the call and its latency per tool, and a failure per tool and error kind.
-    fn record_metrics(&self, result: &ToolResult, resolved: bool) {
-        // Label by the tool only when it exists: callers' made-up names must not mint label values.
-        let tool = if resolved {
-            result.tool.as_str()
-        } else {
-            "(unknown)"
-        };
-        let handles = self.metrics.for_tool(tool);
-        handles.calls.increment(1);
-        handles.duration.record(result.duration_ms / 1000.0);
-        if let Some(kind) = result.error_kind() {
-            metrics::counter!(telemetry::CALL_ERRORS, "tool" => tool.to_owned(), "error_kind" => kind.as_str())
-                .increment(1);
-            tracing::info!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, error_kind = %kind, error = result.error().unwrap_or_default(), "tool call failed");
-        } else {
-            tracing::debug!(target: "toolgate::calls", tool = %result.tool, call_id = %result.call_id, attempts = result.attempts, "tool call succeeded");
-        }
     }
 
     fn envelope(
@@ -660,37 +450,6 @@ fn call_parts(call: &Call) -> Parts<'_> {
         truncated: call.truncated,
         output_ref: &call.output_ref,
     }
-}
-
-/// Bytes `data` counts toward the output limit: a string's text, anything else its compact JSON.
-fn output_len(data: &Value) -> usize {
-    match data {
-        Value::String(s) => s.len(),
-        other => stages::json_len(other),
-    }
-}
-
-/// Keeps the longest run of leading blocks whose payloads fit in `budget` bytes; when blocks are
-/// left out, a text block saying so takes their place (it does not count). Whether any was.
-fn fit_content(content: &mut Vec<Content>, budget: usize) -> bool {
-    let mut used = 0usize;
-    let keep = content
-        .iter()
-        .take_while(|block| {
-            used = used.saturating_add(block.payload_len());
-            used <= budget
-        })
-        .count();
-    if keep == content.len() {
-        return false;
-    }
-    let left_out: usize = content[keep..].iter().map(Content::payload_len).sum();
-    let count = content.len() - keep;
-    content.truncate(keep);
-    content.push(Content::text(format!(
-        "[toolgate: {count} content block(s) of {left_out} bytes left out: the result is over the tool's max_output_bytes]"
-    )));
-    true
 }
 
 /// The text of a panic payload.

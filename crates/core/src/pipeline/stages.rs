@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::approval::{ApprovalHandler, ApprovalRequest, Decision};
+use super::output_limit;
 use super::{Call, Next, Stage};
 use crate::envelope::ErrorKind;
 use crate::error::ToolError;
@@ -227,7 +228,8 @@ impl Stage for Approval {
     }
 }
 
-/// Validates output against the output schema, then caps it at `max_output_bytes`.
+/// Validates output against the output schema, then applies `max_output_bytes` to the data and
+/// the content blocks attached beside it (see [`output_limit::cap`]).
 ///
 /// Validation runs on the full output: a cut output could never match its schema, and cutting
 /// is not an error (DESIGN.md §1), so checking first keeps both promises.
@@ -258,78 +260,14 @@ impl Stage for OutputChecks {
                 }
             }
             let max = usize::try_from(spec.limits().max_output_bytes).unwrap_or(usize::MAX);
-            let (data, cut) = cap_output(data, max);
-            call.truncated = cut;
-            Ok(data)
+            let capped = output_limit::cap(data, call.attachments.take(), max);
+            call.truncated = capped.truncated;
+            if !capped.content.is_empty() {
+                call.attachments.set(capped.content);
+            }
+            Ok(capped.data)
         })
     }
-}
-
-/// Cuts output larger than `max` bytes (as JSON) on a UTF-8 boundary. A string is cut as a
-/// string; any other value becomes its JSON text, cut.
-pub fn cap_output(data: Value, max: usize) -> (Value, bool) {
-    if let Value::String(s) = &data {
-        if s.len() <= max {
-            return (data, false);
-        }
-        return (Value::String(cut_utf8(s, max).to_owned()), true);
-    }
-    if matches!(data, Value::Null | Value::Bool(_) | Value::Number(_)) {
-        return (data, false);
-    }
-    // Measure without building the text: most outputs fit, and this runs on every call.
-    if json_len_at_most(&data, max) {
-        return (data, false);
-    }
-    let text = data.to_string();
-    (Value::String(cut_utf8(&text, max).to_owned()), true)
-}
-
-/// The length of `value` as compact JSON, measured without building the text.
-pub(super) fn json_len(value: &Value) -> usize {
-    let mut count = Count {
-        written: 0,
-        max: usize::MAX,
-    };
-    let _ = serde_json::to_writer(&mut count, value);
-    count.written
-}
-
-/// Counts bytes written; fails once more than `max` were.
-struct Count {
-    written: usize,
-    max: usize,
-}
-
-impl std::io::Write for Count {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.written = self.written.saturating_add(buf.len());
-        if self.written > self.max {
-            return Err(std::io::ErrorKind::FileTooLarge.into());
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Whether `value` serialized as compact JSON is at most `max` bytes; stops writing as soon as
-/// it is over (so it costs no allocation and at most `max` bytes of writing).
-pub fn json_len_at_most(value: &Value, max: usize) -> bool {
-    serde_json::to_writer(&mut Count { written: 0, max }, value).is_ok()
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn cut_utf8(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 /// Backoff between attempts: `base * 2^(attempt-1)`, capped at `max`, with jitter.

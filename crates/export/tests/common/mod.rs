@@ -1,5 +1,5 @@
 //! Test fixtures: representative tool definitions under tests/fixtures, validated into specs.
-
+#![cfg(test)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! Shared test harness: a registry with the command kind, a pipeline with the sandbox executor
 //! whose launcher is this crate's fixture binary.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![cfg(test)]
+#![allow(dead_code)]
 
 use std::sync::Arc;
 

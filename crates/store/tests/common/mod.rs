@@ -1,33 +1,17 @@
-//! Test harness: every test runs against SQLite (a temp dir) and PostgreSQL
-//! (`postgres://postgres@127.0.0.1:5432/test`, a fresh schema per test). Without a reachable
-//! PostgreSQL the Postgres half is skipped with a note, unless `CI=true`, where it fails.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+//! Test harness: every test runs against SQLite (a temp dir) and PostgreSQL (the tests' server,
+//! `toolgate_test_support::pg::url()`, a fresh schema per test). Without a reachable PostgreSQL
+//! the Postgres half is skipped with a note, unless `CI=true`, where it fails.
+#![cfg(test)]
+#![allow(dead_code)]
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::Connection;
 use toolgate_core::{ToolDefinition, ToolSpec};
 use toolgate_store::{DbUrl, Store, StoreOptions};
+use toolgate_test_support::pg;
 
-pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A schema name unique to this process, call and moment.
-pub fn unique_schema() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "tg_{}_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst),
-        nanos
-    )
-}
+pub use toolgate_test_support::pg::drop_schema;
 
 /// One database for one test.
 pub struct TestDb {
@@ -110,33 +94,11 @@ impl TestDb {
     }
 }
 
-pub async fn drop_schema(url: &str, schema: &str) {
-    if let Ok(mut conn) = sqlx::PgConnection::connect(url).await {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-        )))
-        .execute(&mut conn)
-        .await;
-        let _ = conn.close().await;
-    }
-}
-
 /// Whether PostgreSQL answers; with `CI=true` an unreachable server fails the test.
 pub async fn postgres_available() -> bool {
-    match sqlx::PgConnection::connect(PG_URL).await {
-        Ok(conn) => {
-            let _ = conn.close().await;
-            true
-        }
-        Err(e) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "PostgreSQL at {PG_URL} is required in CI (CI=true) but unreachable: {e}"
-            );
-            eprintln!("note: skipping the PostgreSQL half of this test: {PG_URL} unreachable: {e}");
-            false
-        }
-    }
+    pg::available("the PostgreSQL half of this test")
+        .await
+        .is_some()
 }
 
 /// A fresh SQLite location (not yet opened).
@@ -149,9 +111,9 @@ pub fn sqlite_target() -> (DbUrl, StoreOptions, tempfile::TempDir) {
 /// A fresh PostgreSQL location (not yet opened).
 pub fn postgres_target() -> (DbUrl, StoreOptions) {
     (
-        DbUrl::parse(PG_URL).unwrap(),
+        DbUrl::parse(&pg::url()).unwrap(),
         StoreOptions {
-            pg_schema: Some(unique_schema()),
+            pg_schema: Some(pg::unique_schema("tg")),
         },
     )
 }

@@ -1,5 +1,5 @@
-//! Pipeline plumbing: [`AuditStage`] (durable pre-run entry, large outputs kept apart) and
-//! [`AuditObserver`] (every call's outcome).
+//! The audit log's hooks into the call pipeline: [`AuditStage`] (durable pre-run entry, large
+//! outputs kept apart) and [`AuditObserver`] (every call's outcome).
 
 use serde_json::Value;
 use toolgate_core::ErrorChain;
@@ -8,8 +8,8 @@ use toolgate_core::{
     json_len_at_most,
 };
 
+use super::record::{AuditRecord, AuditStart};
 use crate::Store;
-use crate::audit::{AuditRecord, AuditStart};
 
 /// Outputs larger than this (in bytes, as stored) are kept apart and referenced (seed 002: 10 KB).
 pub const LARGE_OUTPUT_BYTES: usize = 10 * 1024;

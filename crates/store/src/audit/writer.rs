@@ -1,0 +1,421 @@
+//! The audit log's single writer: every append (a `started` entry, a queued or committed
+//! `finished` entry, a flush) goes through [`AuditWriter`], which commits concurrent calls'
+//! entries together in one transaction (group commit), linked into the chain in arrival order.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use tokio::sync::{mpsc, oneshot};
+use toolgate_core::ErrorChain;
+
+use super::chain::GENESIS;
+use super::record::{AuditRecord, AuditStart, Entry, finished_entry};
+use crate::checkpoint::Head;
+use crate::error::StoreError;
+use crate::{Inner, LOCK_AUDIT, Store, ts, write_tx};
+
+impl Store {
+    /// Appends `entry` to the chain and waits until it is committed (durably). Entries of
+    /// concurrent calls share one transaction (group commit; see [`AuditWriter`]).
+    async fn append(&self, entry: Entry) -> Result<i64, StoreError> {
+        self.inner.audit_writer.append(entry).await
+    }
+
+    /// Queues `entry` without waiting for its commit; [`Store::flush_audit`] (and
+    /// [`Store::close`]) wait for everything queued.
+    async fn append_queued(&self, entry: Entry) -> Result<(), StoreError> {
+        self.inner.audit_writer.queue(entry).await
+    }
+
+    /// Waits until every audit entry queued so far is committed.
+    pub async fn flush_audit(&self) -> Result<(), StoreError> {
+        self.inner.audit_writer.flush().await
+    }
+
+    /// Appends `entries` to the chain in one transaction under the audit write lock; fills in
+    /// each one's `seq` (the other columns are moved into the statement). Returns the new head
+    /// for the checkpointer, when the store has one.
+    async fn append_batch(&self, entries: &mut [Entry]) -> Result<Option<Head>, StoreError> {
+        let placeholders = match &self.inner.pool {
+            crate::Pool::Sqlite(_) => Placeholders::Question,
+            crate::Pool::Postgres(_) => Placeholders::Numbered,
+        };
+        let head = write_tx!(self, LOCK_AUDIT, tx => {
+            let last: Option<(i64, String)> =
+                sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(StoreError::db("reading the audit log"))?;
+            let (mut seq, mut prev) = last.unwrap_or((0, GENESIS.to_owned()));
+            for entry in entries.iter_mut() {
+                if entry.output_ref.is_some() {
+                    entry.output_sha256 =
+                        sqlx::query_scalar("SELECT sha256 FROM audit_outputs WHERE call_id = $1")
+                            .bind(&entry.call_id)
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(StoreError::db("reading a stored output's hash"))?;
+                }
+                seq += 1;
+                entry.link(seq, std::mem::take(&mut prev));
+                prev = entry.hash.clone();
+            }
+            let head = self.inner.checkpoints.as_ref().map(|_| Head { seq, hash: prev });
+            // Multi-row INSERTs: each statement is a round trip to the database (a thread hop
+            // for SQLite), so a batch costs a few instead of one per entry. Chunks hold
+            // INSERT_ROWS rows or a power of two fewer, so only a handful of distinct
+            // statements exist, each built once and kept prepared in the connection's cache.
+            // The entries' text moves into the statement: nothing reads it after the insert.
+            let mut rest = &mut entries[..];
+            for size in insert_chunk_sizes(rest.len()) {
+                let (chunk, tail) = rest.split_at_mut(size);
+                rest = tail;
+                let mut insert = sqlx::query(insert_sql(size, placeholders));
+                for entry in chunk.iter_mut() {
+                    insert = insert
+                        .bind(entry.seq)
+                        .bind(std::mem::take(&mut entry.kind))
+                        .bind(std::mem::take(&mut entry.call_id))
+                        .bind(std::mem::take(&mut entry.tool))
+                        .bind(entry.definition_hash.take())
+                        .bind(std::mem::take(&mut entry.principal))
+                        .bind(std::mem::take(&mut entry.input_json))
+                        .bind(entry.error_kind.take())
+                        .bind(entry.error.take())
+                        .bind(entry.data_json.take())
+                        .bind(entry.output_ref.take())
+                        .bind(entry.output_sha256.take())
+                        .bind(entry.content_json.take())
+                        .bind(entry.origin_json.take())
+                        .bind(entry.cancelled_by.take())
+                        .bind(entry.attempts)
+                        .bind(entry.duration_ms)
+                        .bind(std::mem::take(&mut entry.fetched_at))
+                        .bind(entry.truncated)
+                        .bind(std::mem::take(&mut entry.recorded_at))
+                        .bind(std::mem::take(&mut entry.prev_hash))
+                        .bind(std::mem::take(&mut entry.hash));
+                }
+                insert
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::db("writing the audit log"))?;
+            }
+            head
+        });
+        Ok(head)
+    }
+
+    /// Records, durably, that a side-effecting call is about to run. Commits before returning.
+    pub async fn audit_started(&self, entry: &AuditStart) -> Result<(), StoreError> {
+        let mut e = Entry::new(
+            "started",
+            entry.call_id,
+            &entry.tool,
+            &entry.principal,
+            &entry.input,
+        );
+        e.definition_hash = Some(entry.definition_hash.clone());
+        e.fetched_at = ts(entry.fetched_at);
+        self.append(e).await.map(|_| ())
+    }
+
+    /// Records a call's outcome and waits until it is committed. Data is not stored when
+    /// `output_ref` is set.
+    pub async fn audit_finished(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.append(finished_entry(record)).await.map(|_| ())
+    }
+
+    /// Queues a call's outcome for the next group commit without waiting for it (read-only
+    /// calls: nothing happened that the log must prove before the caller sees the result).
+    pub async fn audit_finished_queued(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.append_queued(finished_entry(record)).await
+    }
+}
+
+/// Most entries one audit transaction writes.
+const MAX_BATCH: usize = 512;
+/// Rows per INSERT statement (22 bound values each, far below SQLite's and PostgreSQL's limits).
+const INSERT_ROWS: usize = 128;
+/// Entries that may wait for the writer before queueing callers wait too.
+const QUEUE_CAPACITY: usize = 8192;
+/// How long a batch of queued entries (nobody waits for their commit) waits for more before it
+/// is committed. A commit (one fsync) costs far more than an entry, so under load this turns
+/// many small transactions into a few large ones; an entry someone waits for (or a flush) ends
+/// the wait at once, so no caller ever waits for it.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// One request to the audit writer: an entry to append (answered with its `seq` once
+/// committed, if `done` is set), or a flush barrier (no entry).
+pub(crate) struct Job {
+    entry: Option<Entry>,
+    done: Option<oneshot::Sender<Result<i64, String>>>,
+}
+
+/// The audit log's single writer. Appends from concurrent calls are committed together, one
+/// transaction (one fsync) per batch, in arrival order, so the hash chain stays a chain and the
+/// cost of durability is shared (group commit). Waiting callers are answered only after their
+/// batch is committed.
+#[derive(Debug)]
+pub(crate) struct AuditWriter {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl AuditWriter {
+    pub(crate) fn new() -> (Self, mpsc::Receiver<Job>) {
+        let (jobs, receiver) = mpsc::channel(QUEUE_CAPACITY);
+        (Self { jobs }, receiver)
+    }
+
+    /// Runs the writer until the store is dropped. It holds the store weakly, so an unused
+    /// store still closes.
+    pub(crate) fn spawn(store: Weak<Inner>, mut receiver: mpsc::Receiver<Job>) {
+        tokio::spawn(async move {
+            let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+            while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
+                linger(&mut receiver, &mut batch).await;
+                let had_entry: Vec<bool> = batch.iter().map(|j| j.entry.is_some()).collect();
+                let mut entries: Vec<Entry> =
+                    batch.iter_mut().filter_map(|j| j.entry.take()).collect();
+                let inner = store.upgrade();
+                let result = match &inner {
+                    None => Err("the store is closed".to_owned()),
+                    Some(_) if entries.is_empty() => Ok(None),
+                    Some(inner) => Store {
+                        inner: Arc::clone(inner),
+                    }
+                    .append_batch(&mut entries)
+                    .await
+                    .map_err(|e| ErrorChain(&e).to_string()),
+                };
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, entries = entries.len(), "audit entries could not be written");
+                }
+                let mut seqs = entries.iter().map(|e| e.seq);
+                for (job, had_entry) in batch.drain(..).zip(had_entry) {
+                    // Jobs with an entry took one seq each, in order; barriers take none.
+                    let seq = if had_entry { seqs.next() } else { None };
+                    let answer = match &result {
+                        Ok(_) => Ok(seq.unwrap_or(0)),
+                        Err(e) => Err(e.clone()),
+                    };
+                    if let Some(done) = job.done {
+                        let _ = done.send(answer);
+                    }
+                }
+                // After the callers are answered: the checkpointer signs the new head in the
+                // background (handing it over here costs a lock and a wake-up, no I/O).
+                if let (Ok(Some(head)), Some(inner)) = (result, inner)
+                    && let Some(checkpoints) = &inner.checkpoints
+                {
+                    checkpoints.publish(head);
+                }
+            }
+        });
+    }
+
+    /// Appends and waits for the commit.
+    async fn append(&self, entry: Entry) -> Result<i64, StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Job {
+            entry: Some(entry),
+            done: Some(done),
+        })
+        .await?;
+        answer
+            .await
+            .map_err(|_| stopped())?
+            .map_err(StoreError::AuditWrite)
+    }
+
+    /// Queues without waiting for the commit (waits only while the queue is full).
+    async fn queue(&self, entry: Entry) -> Result<(), StoreError> {
+        self.send(Job {
+            entry: Some(entry),
+            done: None,
+        })
+        .await
+    }
+
+    /// Waits until everything queued before this call is committed.
+    async fn flush(&self) -> Result<(), StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Job {
+            entry: None,
+            done: Some(done),
+        })
+        .await?;
+        answer
+            .await
+            .map_err(|_| stopped())?
+            .map(|_| ())
+            .map_err(StoreError::AuditWrite)
+    }
+
+    async fn send(&self, job: Job) -> Result<(), StoreError> {
+        self.jobs.send(job).await.map_err(|_| stopped())
+    }
+}
+
+/// Sizes `len` entries are inserted in: chunks of [`INSERT_ROWS`], then powers of two (64, 32,
+/// …, 1) for the rest.
+fn insert_chunk_sizes(len: usize) -> impl Iterator<Item = usize> {
+    let mut rest = len;
+    std::iter::from_fn(move || {
+        if rest == 0 {
+            return None;
+        }
+        let size = if rest >= INSERT_ROWS {
+            INSERT_ROWS
+        } else {
+            1 << rest.ilog2()
+        };
+        rest -= size;
+        Some(size)
+    })
+}
+
+/// Columns of an `audit_log` row, in the order [`Store::append_batch`] binds them.
+const INSERT_COLUMNS: [&str; 22] = [
+    "seq",
+    "kind",
+    "call_id",
+    "tool",
+    "definition_hash",
+    "principal",
+    "input_json",
+    "error_kind",
+    "error",
+    "data_json",
+    "output_ref",
+    "output_sha256",
+    "content_json",
+    "origin_json",
+    "cancelled_by",
+    "attempts",
+    "duration_ms",
+    "fetched_at",
+    "truncated",
+    "recorded_at",
+    "prev_hash",
+    "hash",
+];
+
+/// How a statement marks its parameters: SQLite binds `?` by position (numbered names would
+/// make it look every parameter up by name, which grows with the square of their count);
+/// PostgreSQL wants `$1`, `$2`, ….
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placeholders {
+    Question,
+    Numbered,
+}
+
+/// The INSERT of `rows` entries (a size [`insert_chunk_sizes`] yields), built once per size.
+fn insert_sql(rows: usize, placeholders: Placeholders) -> &'static str {
+    static SQL: OnceLock<[Vec<String>; 2]> = OnceLock::new();
+    let [question, numbered] = SQL.get_or_init(|| {
+        let sizes = 0..=INSERT_ROWS.ilog2();
+        [
+            sizes
+                .clone()
+                .map(|k| build_insert_sql(1 << k, Placeholders::Question))
+                .collect(),
+            sizes
+                .map(|k| build_insert_sql(1 << k, Placeholders::Numbered))
+                .collect(),
+        ]
+    });
+    let all = match placeholders {
+        Placeholders::Question => question,
+        Placeholders::Numbered => numbered,
+    };
+    // Sizes are powers of two up to INSERT_ROWS, so the index is always in range.
+    all.get(rows.ilog2() as usize).map_or("", String::as_str)
+}
+
+fn build_insert_sql(rows: usize, placeholders: Placeholders) -> String {
+    let width = INSERT_COLUMNS.len();
+    let mut sql = format!(
+        "INSERT INTO audit_log ({}) VALUES ",
+        INSERT_COLUMNS.join(", ")
+    );
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..width {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            match placeholders {
+                Placeholders::Question => sql.push('?'),
+                Placeholders::Numbered => {
+                    sql.push('$');
+                    sql.push_str(&(row * width + column + 1).to_string());
+                }
+            }
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// Lets a batch of queued entries grow for up to [`LINGER`], until it is full or holds a job
+/// someone waits for.
+async fn linger(receiver: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>) {
+    if batch.iter().any(|j| j.done.is_some()) {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + LINGER;
+    while batch.len() < MAX_BATCH {
+        let seen = batch.len();
+        tokio::select! {
+            biased;
+            received = receiver.recv_many(batch, MAX_BATCH - seen) => {
+                if received == 0 || batch[seen..].iter().any(|j| j.done.is_some()) {
+                    return;
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => return,
+        }
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::AuditWrite(
+        "The audit writer has stopped (its runtime ended); open the store again".into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn insert_chunks_are_full_or_powers_of_two_and_cover_every_entry() {
+        for n in [0, 1, 2, 3, 7, 127, 128, 129, 300, 511, 512] {
+            let sizes: Vec<usize> = insert_chunk_sizes(n).collect();
+            assert_eq!(sizes.iter().sum::<usize>(), n, "{n}: {sizes:?}");
+            assert!(
+                sizes
+                    .iter()
+                    .all(|&s| s == INSERT_ROWS || (s.is_power_of_two() && s < INSERT_ROWS)),
+                "{n}: {sizes:?}"
+            );
+            assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{n}: {sizes:?}");
+            for size in sizes {
+                // One placeholder per column and row; PostgreSQL's numbered without gaps.
+                let width = INSERT_COLUMNS.len();
+                let sql = insert_sql(size, Placeholders::Question);
+                assert_eq!(sql.matches('?').count(), size * width, "{size}");
+                assert!(!sql.contains('$'), "{size}");
+                let sql = insert_sql(size, Placeholders::Numbered);
+                assert_eq!(sql.matches('$').count(), size * width, "{size}");
+                assert!(sql.ends_with(&format!("${})", size * width)), "{size}");
+                assert!(!sql.contains(&format!("${}", size * width + 1)), "{size}");
+            }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Helpers shared by toolgate's tests and benchmarks, in one crate so that every test suite
+//! follows the same rules (as codex-rs keeps `core_test_support`).
+//!
+//! - [`pg`]: the PostgreSQL the tests use — its URL ([`pg::url`], overridable with
+//!   `TOOLGATE_TEST_PG_URL`), a schema of their own per run, and the rule for a missing server:
+//!   skipped with a note, or a failure when `CI=true`.
+//! - [`cli`]: one way to run the `toolgate` binary, isolated from the environment of whoever
+//!   runs the tests (every `TOOLGATE_*` variable and `RUST_LOG` removed).
+//!
+//! It is a dev-dependency only (`publish = false`). A harness that needs more of the workspace
+//! (a runtime or server harness) goes in a module of its own here, with the crates it needs
+//! added as dependencies of this crate. Cargo allows the resulting dev-dependency cycle (the
+//! server's tests use this crate, this crate uses the server); use such a module from
+//! integration tests and benchmarks only, where both see the same build of the crate under test
+//! (a unit test's `#[cfg(test)]` build of that crate is a different one, with distinct types).
+//!
+//! The helpers panic with a message that names what failed and how to fix it: they run inside
+//! tests, where a panic is the failure report.
+
+pub mod cli;
+pub mod pg;
