@@ -8,6 +8,7 @@ use crate::validate::ValidationReport;
 /// What went wrong in a core library operation (not a tool call: calls never fail, they return
 /// a [`crate::ToolResult`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CoreError {
     #[error("Could not parse {format} definition: {message}")]
     Parse {
@@ -58,6 +59,7 @@ fn name_suffix(name: &str) -> String {
 
 /// Stable, machine-readable class of a [`CoreError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CoreErrorKind {
     Parse,
     Io,

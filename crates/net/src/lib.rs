@@ -114,6 +114,7 @@ impl NetPolicy {
 
 /// Building a client failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NetError {
     #[error("Cannot build the HTTP client: {0}")]
     Build(String),
@@ -121,6 +122,7 @@ pub enum NetError {
 
 /// What kind of [`NetError`] this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NetErrorKind {
     Build,
 }

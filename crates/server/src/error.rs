@@ -10,6 +10,7 @@ use toolgate_core::ValidationReport;
 
 /// What went wrong, broadly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerErrorKind {
     BadRequest,
     Unauthenticated,
@@ -83,6 +84,7 @@ impl ServerErrorKind {
 
 /// An error the server reports to a client, or one that stops it from starting.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     #[error("{0}")]
     BadRequest(String),

@@ -173,6 +173,7 @@ pub struct CheckpointProblem {
 /// What is wrong with a checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CheckpointProblemKind {
     /// Its MAC does not match the key: forged, or signed with another key.
     Forged,

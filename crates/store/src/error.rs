@@ -4,6 +4,7 @@ use std::fmt;
 
 /// The class of a [`StoreError`], for callers that map errors to exit codes or HTTP statuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum StoreErrorKind {
     /// The tool (or call) does not exist.
     NotFound,
@@ -35,6 +36,7 @@ impl fmt::Display for StoreErrorKind {
 /// A store failure. Messages never contain a database password. A variant with a `source`
 /// does not repeat it in its message: render the chain with [`toolgate_core::ErrorChain`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// `DbUrl::parse` refused the text.
     #[error(

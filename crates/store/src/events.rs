@@ -18,6 +18,7 @@ use crate::{LOCK_DEFINITIONS, Store, from_json, on_pool, parse_ts, write_tx};
 /// What happened to a definition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EventKind {
     Created,
     Updated,
