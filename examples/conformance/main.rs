@@ -301,7 +301,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let registry = Arc::new(Registry::new());
     registry.register_all(toolgate_builtins::builtin_tools(dir.path())?, true)?;
     registry.register_all(tools(), false)?;
-    let gateway = Gateway::new(registry, store, GatewayOptions::default())?;
+    let gateway = Gateway::from_parts(registry, store, GatewayOptions::default())?;
     let shutdown = toolgate_core::CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {

@@ -230,7 +230,7 @@ impl Template {
         &self,
         args: &Map<String, Value>,
         encode: bool,
-        env: &Env<'_>,
+        scope: &RenderScope<'_>,
     ) -> Result<Option<String>, ToolError> {
         let mut out = String::new();
         for piece in &self.0 {
@@ -250,7 +250,7 @@ impl Template {
                         }
                     }
                 },
-                Piece::Env(name) => out.push_str(&env.secret(name)?),
+                Piece::Env(name) => out.push_str(&scope.secret(name)?),
             }
         }
         Ok(Some(out))
@@ -258,12 +258,12 @@ impl Template {
 }
 
 /// What rendering needs besides the arguments: the tool's name and where secrets come from.
-struct Env<'a> {
+struct RenderScope<'a> {
     tool: &'a str,
     secrets: &'a Secrets,
 }
 
-impl Env<'_> {
+impl RenderScope<'_> {
     fn secret(&self, name: &str) -> Result<String, ToolError> {
         match (self.secrets)(name) {
             Some(v) if !v.is_empty() => Ok(v),
@@ -864,11 +864,11 @@ impl Tool for HttpTool {
             if let Some(paging) = &plan.pagination {
                 unwrap_cursor(&mut args, &paging.param, &self.definition.name)?;
             }
-            let env = Env {
+            let scope = RenderScope {
                 tool: self.definition.name.as_str(),
                 secrets: &self.secrets,
             };
-            let request = plan.request(&args, &env)?;
+            let request = plan.request(&args, &scope)?;
             let shown = request
                 .url
                 .split(['?', '#'])
@@ -984,16 +984,20 @@ fn with_next_cursor(out: Value, next: Option<Value>, tool: &str) -> Value {
 }
 
 impl HttpPlan {
-    fn request(&self, args: &Map<String, Value>, env: &Env<'_>) -> Result<HttpRequest, ToolError> {
-        let mut url = self.url.render(args, true, env)?.ok_or_else(|| {
+    fn request(
+        &self,
+        args: &Map<String, Value>,
+        scope: &RenderScope<'_>,
+    ) -> Result<HttpRequest, ToolError> {
+        let mut url = self.url.render(args, true, scope)?.ok_or_else(|| {
             ToolError::validation(format!(
                 "Tool {} cannot build its URL: a parameter it needs is missing",
-                env.tool
+                scope.tool
             ))
         })?;
         let mut pairs = String::new();
         for (key, value) in &self.query {
-            if let Some(v) = value.render(args, false, env)? {
+            if let Some(v) = value.render(args, false, scope)? {
                 if !pairs.is_empty() {
                     pairs.push('&');
                 }
@@ -1019,7 +1023,7 @@ impl HttpPlan {
         }
         let mut headers = Vec::with_capacity(self.headers.len() + 2);
         for (name, value) in &self.headers {
-            if let Some(v) = value.render(args, false, env)? {
+            if let Some(v) = value.render(args, false, scope)? {
                 if v.contains(['\r', '\n']) {
                     return Err(ToolError::validation(format!(
                         "The value for header {name} contains a line break"
@@ -1044,7 +1048,7 @@ impl HttpPlan {
                             .filter_map(|n| args.get(n).map(|v| (n.clone(), v.clone())))
                             .collect(),
                     ),
-                    Body::Template(t) => fill(t, args, env)?.unwrap_or(Value::Null),
+                    Body::Template(t) => fill(t, args, scope)?.unwrap_or(Value::Null),
                 };
                 if !headers
                     .iter()
@@ -1068,20 +1072,24 @@ impl HttpPlan {
 }
 
 /// Fills a body template; `None` when the value depends on an absent parameter (left out).
-fn fill(t: &Value, args: &Map<String, Value>, env: &Env<'_>) -> Result<Option<Value>, ToolError> {
+fn fill(
+    t: &Value,
+    args: &Map<String, Value>,
+    scope: &RenderScope<'_>,
+) -> Result<Option<Value>, ToolError> {
     Ok(match t {
         Value::String(s) => {
             let template = Template::parse(s).map_err(ToolError::execution)?;
             if let [Piece::Param(name)] = template.0.as_slice() {
                 args.get(name).cloned()
             } else {
-                template.render(args, false, env)?.map(Value::String)
+                template.render(args, false, scope)?.map(Value::String)
             }
         }
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                if let Some(v) = fill(item, args, env)? {
+                if let Some(v) = fill(item, args, scope)? {
                     out.push(v);
                 }
             }
@@ -1090,7 +1098,7 @@ fn fill(t: &Value, args: &Map<String, Value>, env: &Env<'_>) -> Result<Option<Va
         Value::Object(map) => {
             let mut out = Map::new();
             for (k, item) in map {
-                if let Some(v) = fill(item, args, env)? {
+                if let Some(v) = fill(item, args, scope)? {
                     out.insert(k.clone(), v);
                 }
             }
@@ -1162,12 +1170,12 @@ mod tests {
         let mut args = Map::new();
         args.insert("q".into(), Value::String("../a b&c=d/é".into()));
         let secrets: Secrets = Arc::new(|_| None);
-        let env = Env {
+        let scope = RenderScope {
             tool: "t",
             secrets: &secrets,
         };
         let out = t
-            .render(&args, true, &env)
+            .render(&args, true, &scope)
             .ok()
             .flatten()
             .unwrap_or_default();

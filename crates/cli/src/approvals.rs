@@ -21,24 +21,20 @@ pub const EXIT_PENDING: u8 = 3;
 
 /// The approval handler of a `toolgate call` nobody can answer: a durable approval.
 pub fn durable(app: &App) -> Arc<DurableApproval> {
-    Arc::new(DurableApproval::new(
-        app.store.clone(),
-        app.config.approvals.ttl(),
-        Arc::new(|a: &Approval| {
-            format!(
-                "approve it with `toolgate approvals approve {}` (or deny it with `toolgate approvals deny {}`); `toolgate call --wait` waits for the decision",
-                a.id, a.id
-            )
-        }),
-    ))
+    app.runtime.durable_approval(Arc::new(|a: &Approval| {
+        format!(
+            "approve it with `toolgate approvals approve {}` (or deny it with `toolgate approvals deny {}`); `toolgate call --wait` waits for the decision",
+            a.id, a.id
+        )
+    }))
 }
 
 /// The principal an approval runs as, with its grants as configured now.
 pub fn principal_of(app: &App, approval: &Approval) -> anyhow::Result<Principal> {
     if approval.principal == Principal::local().id.as_str() {
-        return app.config.principal(None);
+        return Ok(app.config().principal(None)?);
     }
-    app.config
+    app.config()
         .principal(Some(&approval.principal))
         .with_context(|| {
             format!(
@@ -170,7 +166,7 @@ async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<E
 /// result; or prints the stored result when it already ran.
 async fn finish(app: &App, approval: &Approval, json: bool) -> anyhow::Result<ExitCode> {
     let principal = principal_of(app, approval)?;
-    let ran = run_approved(&app.store, &app.pipeline(), &approval.id, principal)
+    let ran = run_approved(&app.store, app.pipeline(), &approval.id, principal)
         .await
         .map_err(anyhow::Error::msg)?;
     if let Err(e) = app.store.flush_audit().await {

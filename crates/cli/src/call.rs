@@ -7,18 +7,20 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 use toolgate_core::{
-    ApprovalHandler, CallRequest, CancellationToken, PreApproved, PromptApproval, ToolResult,
+    ApprovalHandler, CallRequest, CancellationToken, ErrorChain, PreApproved, PromptApproval,
+    ToolResult,
 };
 use toolgate_store::ApprovalStatus;
 
 use crate::app::App;
 use crate::cli::CallArgs;
+use crate::prompt::TerminalPrompt as _;
 
 /// Runs the call; exit 0 for data, 1 for an error result.
 pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     let reads_stdin = args.args.trim() == "-";
     let arguments = parse_arguments(&args.args)?;
-    let principal = app.config.principal(args.principal.as_deref())?;
+    let principal = app.runtime.principal(args.principal.as_deref())?;
     let approval: Arc<dyn ApprovalHandler> = if args.yes {
         Arc::new(PreApproved)
     } else if !reads_stdin && std::io::stdin().is_terminal() {
@@ -58,10 +60,13 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     let result = app.pipeline().call(request).await;
     // Read-only calls' audit entries are queued for a group commit; write them before exiting.
     if let Err(e) = app.store.flush_audit().await {
-        eprintln!("warning: the call's audit entry could not be written: {e}");
+        eprintln!(
+            "warning: the call's audit entry could not be written: {}",
+            ErrorChain(&e)
+        );
     } else if let Err(e) = app.store.checkpoint_audit().await {
         // The signed checkpoint of the log's head (what shows a later cut of this entry).
-        eprintln!("warning: {e}");
+        eprintln!("warning: {}", ErrorChain(&e));
     }
     if let Some(id) = &result.approval_id {
         return pending(app, args, &result, id).await;

@@ -9,11 +9,10 @@ mod approvals;
 mod audit;
 mod call;
 mod cli;
-mod config;
 mod definitions;
 mod exit;
 mod output_types;
-mod plans;
+mod prompt;
 mod serve;
 mod tools;
 
@@ -35,12 +34,12 @@ fn main() -> ExitCode {
     // Hidden modes first, before any thread starts: the sandbox launcher, the first process of a
     // sandbox's PID namespace, its network bridge, its user-id mapper, or a worker running one
     // in-process tool inside the sandbox (see toolgate-sandbox).
-    if let Some(code) = toolgate_sandbox::hidden_main(app::worker_tools) {
+    if let Some(code) = toolgate_sandbox::hidden_main(toolgate_runtime::worker_tools) {
         // The sandboxed program's own status, passed through.
         return ExitCode::from(u8::try_from(code).unwrap_or(exit::FAILURE));
     }
     // `--help` shows where the default database lives on this machine.
-    let default_db = app::default_db_path();
+    let default_db = toolgate_runtime::default_db_path();
     let command = Cli::command().mut_arg("db", |arg| {
         arg.help(format!(
             "Database: sqlite:PATH (embedded) or postgres://USER@HOST/DB [default: sqlite:{}]",

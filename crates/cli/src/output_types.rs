@@ -43,7 +43,7 @@ async fn add(app: &App, args: &OutputTypeAddArgs) -> anyhow::Result<ExitCode> {
         "Output type {} {verb}; validate_output uses it from the next start of toolgate (restart a running `toolgate serve`).",
         args.name
     )?;
-    if app.config.output_types.contains_key(&args.name) {
+    if app.config().output_types.contains_key(&args.name) {
         eprintln!(
             "warning: the config file's [output_types] also defines {}; that one wins",
             args.name

@@ -8,47 +8,32 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
-use toolgate_net::{NetPolicy, PolicyClient};
-use toolgate_server::{DEFAULT_MAX_BODY_BYTES, Gateway, GatewayOptions, Webhook, check_binding};
+use toolgate_runtime::Runtime;
+use toolgate_server::{Gateway, ServerOptions, check_binding};
 
 use crate::app::App;
 use crate::cli::{GlobalArgs, ServeArgs};
 
-/// `toolgate serve`.
+/// `toolgate serve`: opens the runtime (announcing new approvals to the configured webhook and
+/// telling callers how to decide them over REST) and hands it to the gateway.
 pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     // Installed before the registry is built, so its gauges are recorded from the start.
     toolgate_server::install_prometheus();
-    let app = App::new(global).await?;
-    let webhook = approval_webhook(&app)?;
-    let options = GatewayOptions {
-        plan: app.plan.clone(),
-        principals: app.config.principal_entries()?,
-        rate_limit: app.config.rate_limit(),
-        allowed_hosts: app.config.server.allowed_hosts.clone(),
-        allowed_origins: app.config.server.allowed_origins.clone(),
-        max_body_bytes: app
-            .config
-            .server
-            .max_body_bytes
-            .unwrap_or(DEFAULT_MAX_BODY_BYTES),
-        grace: Duration::from_secs(args.grace),
-        approval_ttl: app.config.approvals.ttl(),
-        webhook,
-        sessions: app.config.server.session_limits()?,
-    };
-    let http = app.http.clone();
-    let executor = app.executor.clone();
-    let gateway =
-        Gateway::with_pipeline(Arc::clone(&app.registry), app.store.clone(), options, |b| {
-            b.http_client(http).executor(executor)
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut options = crate::app::runtime_options(global, &[])?;
+    options.approval_hint = Some(toolgate_server::approval_hint());
+    options.announce_approvals = true;
+    let app = App::open(options).await?;
+    let runtime = Arc::clone(&app.runtime);
+    let mut server =
+        ServerOptions::from_config(runtime.config()).with_context(|| match &global.config {
+            Some(path) => format!("Invalid config file {}", path.display()),
+            None => "Invalid server settings".to_owned(),
+        })?;
+    server.grace = Duration::from_secs(args.grace);
+    let gateway = Gateway::new(Arc::clone(&runtime), server)?;
     // Approved calls that never started run now (once); calls cut off mid-run by a crash are
     // marked indeterminate and never re-run.
-    let recovered = gateway
-        .recover_approvals()
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let recovered = runtime.recover_approvals().await?;
     if !recovered.indeterminate.is_empty() {
         eprintln!(
             "warning: {} approved call(s) were interrupted before their result was recorded and are marked indeterminate; see `toolgate approvals list --status indeterminate`",
@@ -57,20 +42,17 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
     }
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone(), Arc::clone(&gateway), args.grace);
-    let tools = app.registry.snapshot().len();
-    let data = app.store.url().to_string();
-    let files = crate::app::describe_root(&app.file_root);
+    let tools = runtime.registry().snapshot().len();
+    let data = runtime.store().url().to_string();
+    let files = toolgate_runtime::describe_root(runtime.file_root());
     if args.stdio {
         eprintln!(
             "toolgate {} serving {tools} tools over MCP on stdio · {files} · data {data}",
             env!("CARGO_PKG_VERSION")
         );
-        warn_disabled_root(&app);
-        gateway
-            .serve_stdio(shutdown)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        app.store.close().await;
+        warn_disabled_root(&runtime);
+        gateway.serve_stdio(shutdown).await?;
+        runtime.store().close().await;
         return Ok(ExitCode::SUCCESS);
     }
     let addr: SocketAddr = args.http.parse().with_context(|| {
@@ -79,7 +61,7 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
             args.http
         )
     })?;
-    check_binding(addr, gateway.auth()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    check_binding(addr, gateway.auth())?;
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("Cannot listen on {addr}; is another server using it? Pick another with --http 127.0.0.1:PORT")
     })?;
@@ -95,41 +77,18 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
         "toolgate {} serving {tools} tools · MCP http://{local}/mcp · REST http://{local}/v1 · web UI http://{local}/ · {files} · data {data} · {auth} (Ctrl-C to stop)",
         env!("CARGO_PKG_VERSION")
     );
-    warn_disabled_root(&app);
-    gateway
-        .serve_http(listener, shutdown)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    app.store.close().await;
+    warn_disabled_root(&runtime);
+    gateway.serve_http(listener, shutdown).await?;
+    runtime.store().close().await;
     eprintln!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
 }
 
 /// Says on stderr why the file tools serve nothing, when they do not.
-fn warn_disabled_root(app: &App) {
-    if let toolgate_builtins::FileRoot::Disabled { reason } = &app.file_root {
+fn warn_disabled_root(runtime: &Runtime) {
+    if let toolgate_builtins::FileRoot::Disabled { reason } = runtime.file_root() {
         eprintln!("warning: {reason}");
     }
-}
-
-/// The approval webhook of `[approvals]`, if configured. Its client obeys `[network]` but may
-/// reach the webhook's own host on a private address (an intranet receiver is common), and no
-/// other private host.
-fn approval_webhook(app: &App) -> anyhow::Result<Option<Arc<Webhook>>> {
-    let Some(config) = app.config.approvals.webhook()? else {
-        return Ok(None);
-    };
-    let host = config
-        .host()
-        .map_err(|e| anyhow::anyhow!("[approvals] {e}"))?;
-    let policy = NetPolicy {
-        private_hosts: vec![host],
-        ..app.config.network.clone()
-    };
-    let client = PolicyClient::new(policy)
-        .context("Cannot set up the HTTP client for the approval webhook")?;
-    let webhook = Webhook::new(config, Arc::new(client)).map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Some(Arc::new(webhook)))
 }
 
 /// First SIGINT/SIGTERM: graceful shutdown. Second: quit at once.

@@ -46,4 +46,4 @@ pub use schema_level::{PlanCaps, SchemaLevel};
 pub use spec::{Limits, Resolved, ToolSpec, write_canonical, write_json_string};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{BoxFuture, FnTool, Tool, ToolBuilder, ToolOutput, schema_of};
-pub use validate::{Env, Issue, Lookup, ValidationReport, validate, validate_in};
+pub use validate::{Issue, Lookup, ValidationEnv, ValidationReport, validate, validate_in};

@@ -20,7 +20,7 @@ use crate::schema_level::PlanCaps;
 use crate::spec::ToolSpec;
 use crate::telemetry;
 use crate::tool::Tool;
-use crate::validate::{Env, Lookup, validate_in};
+use crate::validate::{Lookup, ValidationEnv, validate_in};
 
 /// A registered tool: its validated spec, its implementation (if any) and whether it is built in.
 #[derive(Clone)]
@@ -611,7 +611,7 @@ impl Registry {
                 found => found,
             };
             let caps = dry_run.unwrap_or(self.caps);
-            let env = Env {
+            let env = ValidationEnv {
                 max_isolation: caps.max_isolation,
                 schema_level: caps.schema_level,
                 lookup: Some(&lookup),

@@ -95,7 +95,7 @@ pub enum Lookup {
 /// The surroundings a definition is validated in: the registry (for `depends_on` and built-in
 /// names), the strongest isolation level and the JSON Schema level the plan in force allows.
 #[derive(Clone, Copy)]
-pub struct Env<'a> {
+pub struct ValidationEnv<'a> {
     pub max_isolation: Isolation,
     /// How much of JSON Schema a custom definition's schemas may use (built-ins are exempt).
     pub schema_level: SchemaLevel,
@@ -104,7 +104,7 @@ pub struct Env<'a> {
     pub builtin: bool,
 }
 
-impl Default for Env<'_> {
+impl Default for ValidationEnv<'_> {
     fn default() -> Self {
         Self {
             max_isolation: Isolation::Restricted,
@@ -115,9 +115,9 @@ impl Default for Env<'_> {
     }
 }
 
-impl fmt::Debug for Env<'_> {
+impl fmt::Debug for ValidationEnv<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Env")
+        f.debug_struct("ValidationEnv")
             .field("max_isolation", &self.max_isolation)
             .field("schema_level", &self.schema_level)
             .field("builtin", &self.builtin)
@@ -127,11 +127,14 @@ impl fmt::Debug for Env<'_> {
 
 /// Validates a definition on its own (no registry, every isolation level allowed).
 pub fn validate(def: &ToolDefinition) -> Result<ToolSpec, ValidationReport> {
-    validate_in(def, &Env::default())
+    validate_in(def, &ValidationEnv::default())
 }
 
 /// Validates a definition in `env`, returning the resolved, compiled [`ToolSpec`] or every problem.
-pub fn validate_in(def: &ToolDefinition, env: &Env<'_>) -> Result<ToolSpec, ValidationReport> {
+pub fn validate_in(
+    def: &ToolDefinition,
+    env: &ValidationEnv<'_>,
+) -> Result<ToolSpec, ValidationReport> {
     let started = Instant::now();
     let mut r = ValidationReport::default();
     let name = check_name(def, env, &mut r);
@@ -165,7 +168,11 @@ pub fn validate_in(def: &ToolDefinition, env: &Env<'_>) -> Result<ToolSpec, Vali
     outcome
 }
 
-fn check_name(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) -> Option<ToolName> {
+fn check_name(
+    def: &ToolDefinition,
+    env: &ValidationEnv<'_>,
+    r: &mut ValidationReport,
+) -> Option<ToolName> {
     let name = def.name.as_str();
     let problem = match check_snake_case(name) {
         Err(NameProblem::Empty) => Some((
@@ -671,7 +678,7 @@ fn check_constraints(def: &ToolDefinition, r: &mut ValidationReport) {
 }
 
 /// The plan caps the isolation a tool *needs*, explicit or by default for its run kind.
-fn check_isolation(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) {
+fn check_isolation(def: &ToolDefinition, env: &ValidationEnv<'_>, r: &mut ValidationReport) {
     let iso = crate::spec::Limits::of(def).isolation;
     if iso > env.max_isolation {
         let how = if def
@@ -690,7 +697,7 @@ fn check_isolation(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport
     }
 }
 
-impl Env<'_> {
+impl ValidationEnv<'_> {
     /// The plan's caps of this environment.
     pub fn caps(&self) -> PlanCaps {
         PlanCaps {
@@ -702,7 +709,7 @@ impl Env<'_> {
 
 /// The plan caps how much of JSON Schema a custom definition's schemas use (raw
 /// `input_schema`, each parameter's `schema`, `output_schema`); built-ins are exempt.
-fn check_schema_level(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) {
+fn check_schema_level(def: &ToolDefinition, env: &ValidationEnv<'_>, r: &mut ValidationReport) {
     if env.builtin || env.schema_level == SchemaLevel::Full {
         return;
     }
@@ -734,7 +741,11 @@ fn check_schema_level(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationRep
     }
 }
 
-fn check_lists(def: &ToolDefinition, env: &Env<'_>, r: &mut ValidationReport) -> Vec<Permission> {
+fn check_lists(
+    def: &ToolDefinition,
+    env: &ValidationEnv<'_>,
+    r: &mut ValidationReport,
+) -> Vec<Permission> {
     let mut permissions = Vec::with_capacity(def.required_permissions.len());
     for (i, p) in def.required_permissions.iter().enumerate() {
         match Permission::parse(p) {

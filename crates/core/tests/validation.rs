@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::{
-    Category, Consequence, Constraints, CoreError, CoreErrorKind, Effect, Env, Isolation, Issue,
-    Lookup, ParamType, Parameter, RUN_KINDS, Registry, RunSpec, SafetyLevel, SchemaLevel, Tool,
-    ToolBuilder, ToolDefinition, ValidationReport, validate, validate_in,
+    Category, Consequence, Constraints, CoreError, CoreErrorKind, Effect, Isolation, Issue, Lookup,
+    ParamType, Parameter, RUN_KINDS, Registry, RunSpec, SafetyLevel, SchemaLevel, Tool,
+    ToolBuilder, ToolDefinition, ValidationEnv, ValidationReport, validate, validate_in,
 };
 
 /// A valid definition with no warnings: every case below changes one thing about it.
@@ -44,7 +44,7 @@ fn expected(list: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 /// Validation outcome as (errors, warnings), whether or not it passed.
-fn outcome(d: &ToolDefinition, env: &Env<'_>) -> (Vec<Issue>, Vec<Issue>) {
+fn outcome(d: &ToolDefinition, env: &ValidationEnv<'_>) -> (Vec<Issue>, Vec<Issue>) {
     match validate_in(d, env) {
         Ok(spec) => (Vec::new(), spec.warnings().to_vec()),
         Err(report) => {
@@ -61,7 +61,7 @@ struct Case {
     warnings: &'static [(&'static str, &'static str)],
 }
 
-fn run_cases(cases: &[Case], env: &Env<'_>) {
+fn run_cases(cases: &[Case], env: &ValidationEnv<'_>) {
     let mut failures = Vec::new();
     for case in cases {
         let mut d = base();
@@ -194,7 +194,7 @@ fn name_rules() {
                 warnings: &[],
             },
         ],
-        &Env::default(),
+        &ValidationEnv::default(),
     );
 }
 
@@ -225,9 +225,9 @@ fn built_in_names_cannot_be_taken() {
             Lookup::Absent
         }
     };
-    let env = Env {
+    let env = ValidationEnv {
         lookup: Some(&lookup),
-        ..Env::default()
+        ..ValidationEnv::default()
     };
     let mut d = base();
     d.name = "read_file".into();
@@ -236,7 +236,7 @@ fn built_in_names_cannot_be_taken() {
     assert!(report.errors[0].message.contains("built-in"));
 
     // A built-in may be validated under its own name.
-    let builtin_env = Env {
+    let builtin_env = ValidationEnv {
         builtin: true,
         ..env
     };
@@ -316,7 +316,7 @@ fn description_and_title_rules() {
                 warnings: &[],
             },
         ],
-        &Env::default(),
+        &ValidationEnv::default(),
     );
     // The 1024-character cases above really are 1024 characters long.
     assert_eq!(
@@ -613,7 +613,7 @@ fn parameter_rules() {
                 warnings: &[],
             },
         ],
-        &Env::default(),
+        &ValidationEnv::default(),
     );
 }
 
@@ -699,7 +699,7 @@ fn schema_rules() {
                 warnings: &[],
             },
         ],
-        &Env::default(),
+        &ValidationEnv::default(),
     );
 }
 
@@ -765,7 +765,7 @@ fn constraint_ranges() {
         let mut c = Constraints::default();
         set(&mut c, *value);
         d.constraints = Some(c);
-        let (errors, _) = outcome(&d, &Env::default());
+        let (errors, _) = outcome(&d, &ValidationEnv::default());
         let want: Vec<(String, String)> = want
             .iter()
             .map(|(p, c)| ((*p).into(), (*c).into()))
@@ -777,9 +777,9 @@ fn constraint_ranges() {
 #[test]
 fn isolation_must_be_allowed_by_the_plan() {
     for max in Isolation::ALL {
-        let env = Env {
+        let env = ValidationEnv {
             max_isolation: *max,
-            ..Env::default()
+            ..ValidationEnv::default()
         };
         for level in Isolation::ALL {
             let mut d = base();
@@ -817,9 +817,9 @@ fn the_plan_caps_the_default_isolation_of_a_run_kind_too() {
         kind: "command".into(),
         settings: Default::default(),
     });
-    let none_only = Env {
+    let none_only = ValidationEnv {
         max_isolation: Isolation::None,
-        ..Env::default()
+        ..ValidationEnv::default()
     };
     let (errors, _) = outcome(&d, &none_only);
     assert_eq!(
@@ -831,7 +831,7 @@ fn the_plan_caps_the_default_isolation_of_a_run_kind_too() {
         "{}",
         errors[0].message
     );
-    assert!(outcome(&d, &Env::default()).0.is_empty());
+    assert!(outcome(&d, &ValidationEnv::default()).0.is_empty());
 }
 
 #[test]
@@ -843,7 +843,7 @@ fn sensitive_values_never_get_defaults() {
             .sensitive()
             .default_value(json!("sk-live-SECRET")),
     );
-    let (errors, _) = outcome(&d, &Env::default());
+    let (errors, _) = outcome(&d, &ValidationEnv::default());
     assert_eq!(
         pairs(&errors),
         expected(&[("parameters[2].default", "parameter.sensitive_default")])
@@ -855,7 +855,7 @@ fn sensitive_values_never_get_defaults() {
         "type": "object",
         "properties": {"key": {"type": "string", "writeOnly": true, "default": "sk-live-SECRET"}}
     }));
-    let (errors, _) = outcome(&raw, &Env::default());
+    let (errors, _) = outcome(&raw, &ValidationEnv::default());
     assert_eq!(
         pairs(&errors),
         expected(&[(
@@ -882,7 +882,7 @@ fn raw_input_schema_defaults_must_match_their_property() {
         "required": ["text"],
         "$defs": {"mode": {"enum": ["slow", "exact"]}}
     }));
-    let (errors, _) = outcome(&d, &Env::default());
+    let (errors, _) = outcome(&d, &ValidationEnv::default());
     assert_eq!(
         pairs(&errors),
         expected(&[
@@ -907,13 +907,13 @@ fn defaults_compare_numbers_by_value_and_null_defaults_are_kept() {
             .one_of(vec![json!(1.0), json!(2.5)])
             .default_value(json!(1)),
     );
-    assert!(outcome(&d, &Env::default()).0.is_empty());
+    assert!(outcome(&d, &ValidationEnv::default()).0.is_empty());
 
     let file = r#"{"name": "t_null", "description": "Has a null default. Use in tests only.",
         "parameters": [{"name": "a", "type": "string", "description": "A", "default": null}]}"#;
     let def = ToolDefinition::parse(file, toolgate_core::Format::Json).unwrap();
     assert_eq!(def.parameters[0].default, Some(Value::Null));
-    let (errors, _) = outcome(&def, &Env::default());
+    let (errors, _) = outcome(&def, &ValidationEnv::default());
     assert_eq!(
         pairs(&errors),
         expected(&[("parameters[0].default", "parameter.default_type")])
@@ -939,7 +939,7 @@ fn permission_rules() {
     for (permission, code) in cases {
         let mut d = base();
         d.required_permissions = vec!["tool.ok".into(), (*permission).to_owned()];
-        let (errors, _) = outcome(&d, &Env::default());
+        let (errors, _) = outcome(&d, &ValidationEnv::default());
         let want = code
             .map(|c| vec![("required_permissions[1]".to_owned(), c.to_owned())])
             .unwrap_or_default();
@@ -948,7 +948,7 @@ fn permission_rules() {
     let mut d = base();
     d.required_permissions = vec![format!("tool.{}", "a".repeat(124))];
     assert_eq!(d.required_permissions[0].len(), 129);
-    let (errors, _) = outcome(&d, &Env::default());
+    let (errors, _) = outcome(&d, &ValidationEnv::default());
     assert_eq!(
         pairs(&errors),
         expected(&[("required_permissions[0]", "permission.format")])
@@ -1049,7 +1049,7 @@ fn tag_version_dependency_and_run_rules() {
                 warnings: &[],
             },
         ],
-        &Env::default(),
+        &ValidationEnv::default(),
     );
     for kind in RUN_KINDS {
         let mut d = base();
@@ -1068,9 +1068,9 @@ fn depends_on_resolves_through_the_env_lookup() {
         "read_file" => Lookup::Builtin,
         _ => Lookup::Absent,
     };
-    let env = Env {
+    let env = ValidationEnv {
         lookup: Some(&lookup),
-        ..Env::default()
+        ..ValidationEnv::default()
     };
     let mut d = base();
     d.depends_on = vec!["geocode".into(), "read_file".into(), "missing_tool".into()];
@@ -1179,7 +1179,7 @@ fn warnings_never_block() {
                 )],
             },
         ],
-        &Env::default(),
+        &ValidationEnv::default(),
     );
 }
 
@@ -1232,11 +1232,11 @@ fn a_definition_with_many_problems_reports_all_of_them_at_once() {
         settings: Default::default(),
     });
     let lookup = |_: &str| Lookup::Absent;
-    let env = Env {
+    let env = ValidationEnv {
         max_isolation: Isolation::Standard,
         lookup: Some(&lookup),
         builtin: false,
-        ..Env::default()
+        ..ValidationEnv::default()
     };
     let report = validate_in(&d, &env).unwrap_err();
     let want = expected(&[
@@ -1431,7 +1431,7 @@ fn criterion_3_enum_values_validate_against_parameter_type() {
                 .description("A parameter")
                 .one_of(vec![value.clone()]),
         );
-        let (errors, _) = outcome(&d, &Env::default());
+        let (errors, _) = outcome(&d, &ValidationEnv::default());
         if *ok {
             assert!(errors.is_empty(), "{ty:?} {value}: {errors:?}");
         } else {
@@ -1644,7 +1644,7 @@ fn raw(schema: Value) -> ToolDefinition {
 #[test]
 fn raw_input_schema_required_must_name_declared_properties() {
     let undeclared = |schema: Value| -> Vec<(String, String)> {
-        let (errors, _) = outcome(&raw(schema), &Env::default());
+        let (errors, _) = outcome(&raw(schema), &ValidationEnv::default());
         pairs(&errors)
     };
     let code = "input_schema.required_undeclared";
@@ -1714,7 +1714,7 @@ fn raw_input_schema_required_must_name_declared_properties() {
             "properties": {"city": {"type": "string"}, "x": {"type": "object", "properties": {}, "required": ["deep"]}},
             "required": ["city", "foo"]
         })),
-        &Env::default(),
+        &ValidationEnv::default(),
     );
     let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
     insta::assert_snapshot!("required_undeclared_messages", lines.join("\n"));
@@ -1752,9 +1752,9 @@ fn the_plan_caps_the_json_schema_level() {
         "required": ["ticket"],
         "errorMessage": {"required": {"ticket": "Give the ticket id"}}
     });
-    let env = |level| Env {
+    let env = |level| ValidationEnv {
         schema_level: level,
-        ..Env::default()
+        ..ValidationEnv::default()
     };
     let codes = |schema: &Value, level| {
         let (errors, _) = outcome(&raw(schema.clone()), &env(level));
@@ -1803,7 +1803,7 @@ fn the_plan_caps_the_json_schema_level() {
         ])
     );
     // Built-ins are not custom definitions: any level.
-    let builtin = Env {
+    let builtin = ValidationEnv {
         builtin: true,
         ..env(SchemaLevel::Basic)
     };

@@ -20,7 +20,7 @@ use nix::sys::socket::{
     AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto, socket,
 };
 
-use crate::spec::{LaunchSpec, NetMode, SPEC_ENV};
+use crate::launch_spec::{LaunchSpec, NetMode, SPEC_ENV};
 
 /// argv[1] of the bridge process.
 pub const BRIDGE_ARG: &str = "__toolgate-sandbox-bridge";

@@ -10,8 +10,8 @@ use toolgate_core::{
 };
 
 use crate::command::{COMMAND_KIND, OutputMode, PlanCache};
+use crate::launch_spec::WORKER_ARG;
 use crate::runner::{Finished, Job, Runner};
-use crate::spec::WORKER_ARG;
 use crate::worker::{WorkerReply, WorkerRequest};
 
 /// The executor that enforces isolation levels (Linux).

@@ -8,7 +8,7 @@ use landlock::{
     RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
-use crate::spec::{LaunchSpec, NetMode};
+use crate::launch_spec::{LaunchSpec, NetMode};
 
 const ABI_NEEDED: ABI = ABI::V6;
 

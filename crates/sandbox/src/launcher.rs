@@ -23,7 +23,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::{Gid, Uid, getuid, setgroups, setresgid, setresuid, setsid};
 use toolgate_core::Isolation;
 
-use crate::spec::{
+use crate::launch_spec::{
     INIT_ARG, LaunchSpec, MAP_ARG, NetMode, ResourceLimits, SETUP_EXIT, SETUP_FAILED, SPEC_ENV,
 };
 use crate::{bridge, fsrules, seccomp};

@@ -20,10 +20,10 @@ mod error;
 mod executor;
 mod fds;
 mod fsrules;
+pub mod launch_spec;
 mod launcher;
 mod runner;
 mod seccomp;
-pub mod spec;
 mod worker;
 
 use std::sync::Arc;
@@ -45,11 +45,11 @@ where
 {
     let arg = std::env::args_os().nth(1)?;
     match arg.to_str()? {
-        spec::LAUNCH_ARG => Some(launcher::launch_main()),
-        spec::INIT_ARG => Some(launcher::init_main()),
-        spec::MAP_ARG => Some(launcher::map_main()),
+        launch_spec::LAUNCH_ARG => Some(launcher::launch_main()),
+        launch_spec::INIT_ARG => Some(launcher::init_main()),
+        launch_spec::MAP_ARG => Some(launcher::map_main()),
         bridge::BRIDGE_ARG => Some(bridge::bridge_main()),
-        spec::WORKER_ARG => Some(worker::worker_main(&tools())),
+        launch_spec::WORKER_ARG => Some(worker::worker_main(&tools())),
         _ => None,
     }
 }

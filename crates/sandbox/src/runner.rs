@@ -19,7 +19,7 @@ use toolgate_net::NetPolicy;
 use crate::bridge;
 use crate::cgroup::Cgroups;
 use crate::error::SandboxError;
-use crate::spec::{
+use crate::launch_spec::{
     LAUNCH_ARG, LaunchSpec, NetMode, ResourceLimits, SETUP_EXIT, SETUP_FAILED, SPEC_ENV,
 };
 

@@ -79,7 +79,9 @@ async fn the_timeout_kills_the_process() {
 async fn a_level_the_host_cannot_enforce_is_unavailable_never_weaker() {
     use std::time::Duration;
     use toolgate_core::{CancellationToken, Isolation};
-    use toolgate_sandbox::spec::{LAUNCH_ARG, LaunchSpec, NetMode, ResourceLimits, SPEC_ENV};
+    use toolgate_sandbox::launch_spec::{
+        LAUNCH_ARG, LaunchSpec, NetMode, ResourceLimits, SPEC_ENV,
+    };
     use toolgate_sandbox::{Job, Runner, SandboxError};
 
     let scratch = tempfile::tempdir().unwrap();

@@ -1,5 +1,6 @@
-//! Who is calling: bearer tokens matched by their SHA-256 against the configured principals,
-//! or the one local principal when the server is bound to loopback with no principals.
+//! Who is calling: a bearer token's SHA-256 names a principal id, and the runtime's principals
+//! say who that is (grants, plan); with no principals configured, every request is the one
+//! local principal (the server is then bound to loopback).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,25 +8,55 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 use toolgate_core::{Principal, Quota};
+use toolgate_runtime::Principals;
 use toolgate_store::Plan;
 
 use crate::error::ServerError;
 
-/// A principal as the server knows it: identity and grants, the SHA-256 of its bearer token,
-/// its plan and its quota.
+/// A principal with the SHA-256 of its bearer token, for [`crate::GatewayOptions`]: the
+/// runtime's part (identity, grants, plan, quota) and the server's (the token).
 #[derive(Clone, Debug)]
 pub struct PrincipalEntry {
+    /// Identity and grants.
     pub principal: Principal,
     /// SHA-256 of the bearer token; `None` for principals that cannot sign in over HTTP.
     pub token_sha256: Option<[u8; 32]>,
+    /// The plan it calls under.
     pub plan: Plan,
+    /// Its rate and concurrency limits.
     pub quota: Quota,
+}
+
+/// The SHA-256 of each principal's bearer token, by principal id.
+pub type TokenHashes = Vec<(String, [u8; 32])>;
+
+/// The runtime's principals in `entries` (under `default_plan`) and their token hashes by
+/// principal id.
+pub(crate) fn split_entries(
+    entries: Vec<PrincipalEntry>,
+    default_plan: Plan,
+) -> Result<(Principals, TokenHashes), ServerError> {
+    let mut tokens = Vec::new();
+    let mut runtime_entries = Vec::with_capacity(entries.len());
+    for p in entries {
+        if let Some(hash) = p.token_sha256 {
+            tokens.push((p.principal.id.as_str().to_owned(), hash));
+        }
+        runtime_entries.push(toolgate_runtime::PrincipalEntry {
+            principal: p.principal,
+            plan: p.plan,
+            quota: p.quota,
+        });
+    }
+    Ok((Principals::new(runtime_entries, default_plan)?, tokens))
 }
 
 /// The authenticated caller of one request.
 #[derive(Debug)]
 pub struct Caller {
+    /// The principal, the built-ins outside its plan hidden from it.
     pub principal: Arc<Principal>,
+    /// The plan it calls under.
     pub plan: Plan,
 }
 
@@ -68,59 +99,59 @@ pub fn parse_token_hash(hex: &str) -> Result<[u8; 32], String> {
     Ok(out)
 }
 
-/// Resolves requests to callers.
+/// Resolves requests to callers: token hash to the runtime's principal of that id.
 #[derive(Debug)]
 pub struct Auth {
     by_token: HashMap<[u8; 32], Arc<Caller>>,
-    /// Every configured principal by id (those without a token too).
-    by_id: HashMap<String, Arc<Caller>>,
     /// Set when no principal is configured (loopback only): everyone is this caller.
     open: Option<Arc<Caller>>,
 }
 
 impl Auth {
-    /// With no principals, every request is the local principal (the caller ensures loopback).
-    pub fn new(principals: &[PrincipalEntry], default_plan: &Plan) -> Result<Self, ServerError> {
-        if principals.is_empty() {
+    /// Matches `tokens` (principal id, SHA-256 of its token) to the runtime's `principals`;
+    /// with no principals, every request is the local principal (the caller ensures loopback).
+    /// A token for an unknown principal, or one token for two principals, is refused.
+    pub fn new(
+        principals: &Principals,
+        tokens: &[(String, [u8; 32])],
+    ) -> Result<Self, ServerError> {
+        if let Some(local) = principals.local() {
             return Ok(Self {
                 by_token: HashMap::new(),
-                by_id: HashMap::new(),
                 open: Some(Arc::new(Caller::new(
-                    Principal::local(),
-                    default_plan.clone(),
+                    local.principal.clone(),
+                    local.plan.clone(),
                 ))),
             });
         }
         let mut by_token = HashMap::new();
-        let mut by_id = HashMap::new();
-        for entry in principals {
-            let caller = Arc::new(Caller::new(entry.principal.clone(), entry.plan.clone()));
-            by_id.insert(entry.principal.id.as_str().to_owned(), Arc::clone(&caller));
-            let Some(hash) = entry.token_sha256 else {
-                continue;
-            };
-            if by_token.insert(hash, caller).is_some() {
+        for (id, hash) in tokens {
+            let Some(entry) = principals.get(id) else {
                 return Err(ServerError::BadRequest(format!(
-                    "Two principals share one token (principal {} repeats a token_sha256); give each principal its own token",
-                    entry.principal.id
+                    "A token_sha256 names principal {id}, which is not configured; define it under [principals.{id}]"
+                )));
+            };
+            let caller = Arc::new(Caller::new(entry.principal.clone(), entry.plan.clone()));
+            if by_token.insert(*hash, caller).is_some() {
+                return Err(ServerError::BadRequest(format!(
+                    "Two principals share one token (principal {id} repeats a token_sha256); give each principal its own token"
                 )));
             }
         }
         Ok(Self {
             by_token,
-            by_id,
             open: None,
         })
     }
 
-    /// The caller named `id` as configured now (the local principal in open local mode), for
-    /// running an approved call with the principal's current grants.
-    pub fn caller_by_id(&self, id: &str) -> Option<Arc<Caller>> {
-        match &self.open {
-            Some(open) if open.principal.id.as_str() == id => Some(Arc::clone(open)),
-            Some(_) => None,
-            None => self.by_id.get(id).cloned(),
-        }
+    /// From entries that carry both parts (see [`PrincipalEntry`]): the runtime's principals
+    /// under `default_plan` and their tokens.
+    pub fn from_entries(
+        entries: &[PrincipalEntry],
+        default_plan: &Plan,
+    ) -> Result<Self, ServerError> {
+        let (principals, tokens) = split_entries(entries.to_vec(), default_plan.clone())?;
+        Self::new(&principals, &tokens)
     }
 
     /// Whether requests need a token.

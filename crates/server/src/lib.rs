@@ -2,13 +2,12 @@
 //! (Streamable HTTP at `/mcp`, or stdio) and to HTTP clients (the REST API under `/v1`), with
 //! bearer-token auth, per-principal quotas, an event stream, OpenAPI and Prometheus metrics —
 //! and the web Tool Manager at `/`, a client of that REST API.
-//! The only crate that knows HTTP and MCP wire types.
+//! The only crate that knows HTTP and MCP wire types. It is a front-end over a
+//! [`toolgate_runtime::Runtime`], which assembles toolgate and runs every call.
 
-mod approvals;
 mod auth;
 mod envelope;
 mod error;
-mod events;
 mod mcp;
 mod mcp_session_owner;
 mod mcp_sessions;
@@ -16,7 +15,6 @@ mod metrics;
 mod openapi;
 mod rest;
 mod ui;
-mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,17 +22,12 @@ use std::time::Duration;
 
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
-use tokio_util::task::TaskTracker;
-use toolgate_core::{
-    CallRequest, CancellationToken, Pipeline, PipelineBuilder, PrincipalQuotaStage, RateLimit,
-    RateLimitStage, Registry, ToolResult,
-};
-use toolgate_store::{AuditObserver, AuditStage, Plan, Store};
+use toolgate_core::{CallRequest, CancellationToken, RateLimit, Registry, ToolResult};
+use toolgate_runtime::{Config, Parts, Runtime, RuntimeError, RuntimeErrorKind};
+use toolgate_store::{Approval, HintFn, Plan, RecoveredApprovals, Store};
 
-pub use approvals::APPROVAL_POLL;
-pub use auth::{Auth, Caller, PrincipalEntry, parse_token_hash, token_hash};
+pub use auth::{Auth, Caller, PrincipalEntry, TokenHashes, parse_token_hash, token_hash};
 pub use error::{ServerError, ServerErrorKind};
-pub use events::{EventHub, HubEvent};
 pub use mcp::GOVERNANCE_META_KEY;
 pub use mcp_sessions::{
     DEFAULT_MAX_AWAKE_IDLE, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
@@ -42,11 +35,12 @@ pub use mcp_sessions::{
 };
 pub use metrics::install_prometheus;
 pub use openapi::{ROUTES, openapi_document, openapi_document_for};
-pub use ui::{CONTENT_SECURITY_POLICY, UI_ROUTES, ui_files};
-pub use webhook::{
-    DEFAULT_WEBHOOK_FIRST_BACKOFF, DEFAULT_WEBHOOK_MAX_ATTEMPTS, DEFAULT_WEBHOOK_TIMEOUT, Delivery,
-    DeliveryStatus, WEBHOOK_EVENT, WEBHOOK_MAX_BACKOFF, Webhook, WebhookConfig, sign, verify,
+pub use toolgate_runtime::{
+    APPROVAL_POLL, DEFAULT_WEBHOOK_FIRST_BACKOFF, DEFAULT_WEBHOOK_MAX_ATTEMPTS,
+    DEFAULT_WEBHOOK_TIMEOUT, Delivery, DeliveryStatus, EventHub, HubEvent, WEBHOOK_EVENT,
+    WEBHOOK_MAX_BACKOFF, Webhook, WebhookConfig, sign, verify,
 };
+pub use ui::{CONTENT_SECURITY_POLICY, UI_ROUTES, ui_files};
 
 /// Requests larger than this are refused with 413 (REST and MCP alike).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -54,7 +48,97 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// How long in-flight calls may run after a shutdown signal before they are cancelled.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
-/// How the gateway is set up.
+/// How the server is set up: what only a server needs (who may reach it, how principals sign
+/// in, how big a request may be, how long calls get at shutdown, MCP sessions). Everything
+/// else — principals' grants, plans and quotas, the rate limit, approvals — is the runtime's.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// The SHA-256 of each principal's bearer token, by principal id (a principal of the
+    /// runtime without one cannot sign in over HTTP).
+    pub tokens: TokenHashes,
+    /// Extra `Host` values accepted besides loopback names (for a public address).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call; other `Origin`s get 403. Loopback origins are allowed.
+    pub allowed_origins: Vec<String>,
+    /// Requests larger than this are refused with 413.
+    pub max_body_bytes: usize,
+    /// How long in-flight calls may run after a shutdown signal before they are cancelled.
+    pub grace: Duration,
+    /// Caps on MCP sessions over HTTP and their idle timeout (never unlimited).
+    pub sessions: SessionLimits,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            tokens: Vec::new(),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            grace: DEFAULT_GRACE,
+            sessions: SessionLimits::default(),
+        }
+    }
+}
+
+impl ServerOptions {
+    /// The options of the config file: `[server]` and every `[principals.NAME] token_sha256`.
+    pub fn from_config(config: &Config) -> Result<Self, ServerError> {
+        let mut tokens = Vec::new();
+        for (id, p) in &config.principals {
+            if let Some(hex) = &p.token_sha256 {
+                let hash = parse_token_hash(hex).map_err(|e| {
+                    ServerError::BadRequest(format!(
+                        "[principals.{id}] {e}; `toolgate token` makes one"
+                    ))
+                })?;
+                tokens.push((id.clone(), hash));
+            }
+        }
+        let server = &config.server;
+        Ok(Self {
+            tokens,
+            allowed_hosts: server.allowed_hosts.clone(),
+            allowed_origins: server.allowed_origins.clone(),
+            max_body_bytes: server.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+            grace: DEFAULT_GRACE,
+            sessions: session_limits(server)?,
+        })
+    }
+}
+
+/// The MCP session caps and idle timeout of `[server]`; zero is refused (there is no
+/// unlimited).
+pub fn session_limits(
+    server: &toolgate_runtime::ServerConfig,
+) -> Result<SessionLimits, ServerError> {
+    let defaults = SessionLimits::default();
+    SessionLimits {
+        max_sessions: server.max_sessions.unwrap_or(defaults.max_sessions),
+        max_per_principal: server
+            .max_sessions_per_principal
+            .unwrap_or(defaults.max_per_principal),
+        idle_timeout: server
+            .session_idle_timeout_seconds
+            .map_or(defaults.idle_timeout, Duration::from_secs),
+        max_awake_idle: defaults.max_awake_idle,
+    }
+    .checked()
+}
+
+/// How a pending approval can be decided, as the server tells callers (pass it as the
+/// runtime's `approval_hint` when the runtime is opened to serve).
+pub fn approval_hint() -> HintFn {
+    Arc::new(|a: &Approval| {
+        format!(
+            "a person can approve it with POST /v1/approvals/{id}/approve (or `toolgate approvals approve {id}`); watch GET /v1/approvals/{id} or the `approval` events of GET /v1/events",
+            id = a.id
+        )
+    })
+}
+
+/// Everything a gateway over a registry and store of the caller's own needs, in one value (see
+/// [`Gateway::from_parts`]): the runtime's settings and the server's.
 #[derive(Clone, Debug)]
 pub struct GatewayOptions {
     /// The plan for callers without one of their own (and for the local principal).
@@ -68,7 +152,9 @@ pub struct GatewayOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser origins allowed to call; other `Origin`s get 403. Loopback origins are allowed.
     pub allowed_origins: Vec<String>,
+    /// Requests larger than this are refused with 413.
     pub max_body_bytes: usize,
+    /// How long in-flight calls may run after a shutdown signal before they are cancelled.
     pub grace: Duration,
     /// How long a call that needs confirmation waits for a decision.
     pub approval_ttl: Duration,
@@ -80,17 +166,18 @@ pub struct GatewayOptions {
 
 impl Default for GatewayOptions {
     fn default() -> Self {
+        let server = ServerOptions::default();
         Self {
             plan: Plan::named("enterprise").unwrap_or_else(no_limits),
             principals: Vec::new(),
             rate_limit: None,
-            allowed_hosts: Vec::new(),
-            allowed_origins: Vec::new(),
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            grace: DEFAULT_GRACE,
+            allowed_hosts: server.allowed_hosts,
+            allowed_origins: server.allowed_origins,
+            max_body_bytes: server.max_body_bytes,
+            grace: server.grace,
             approval_ttl: toolgate_store::DEFAULT_APPROVAL_TTL,
             webhook: None,
-            sessions: SessionLimits::default(),
+            sessions: server.sessions,
         }
     }
 }
@@ -106,19 +193,13 @@ fn no_limits() -> Plan {
     }
 }
 
-/// The running gateway: registry, pipeline, store, auth, events. Share it as `Arc<Gateway>`.
+/// The running gateway: the runtime it serves, auth, MCP sessions and long-lived streams.
+/// Share it as `Arc<Gateway>`.
 pub struct Gateway {
-    registry: Arc<Registry>,
-    pipeline: Pipeline,
-    store: Store,
+    runtime: Arc<Runtime>,
     auth: Auth,
-    hub: EventHub,
-    options: GatewayOptions,
-    /// Calls in flight (each runs in its own task so a dropped connection cannot cut its audit).
-    calls: TaskTracker,
-    /// Fires when calls still running after the grace period must stop.
-    cancel_calls: CancellationToken,
-    /// Fires when long-lived streams (MCP sessions, SSE) must end.
+    options: ServerOptions,
+    /// Fires when long-lived streams (MCP sessions, SSE) must end: when the runtime stops.
     close_streams: CancellationToken,
     /// `notifications/tools/list_changed` to every MCP session, from one task.
     list_changed: Arc<mcp_sessions::ListChanged>,
@@ -129,174 +210,114 @@ pub struct Gateway {
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway")
-            .field("registry", &self.registry)
+            .field("runtime", &self.runtime)
             .field("auth", &self.auth)
             .finish_non_exhaustive()
     }
 }
 
 impl Gateway {
-    /// Builds the gateway and its pipeline: per-principal quotas, the rate limit, the audit
-    /// stage and observer, and the event hub.
-    pub fn new(
-        registry: Arc<Registry>,
-        store: Store,
-        options: GatewayOptions,
-    ) -> Result<Arc<Self>, ServerError> {
-        Self::with_pipeline(registry, store, options, |b| b)
-    }
-
-    /// Like [`Gateway::new`], letting the embedder adjust the pipeline (extra stages, an
-    /// executor, an HTTP client) before it is built.
-    pub fn with_pipeline(
-        registry: Arc<Registry>,
-        store: Store,
-        options: GatewayOptions,
-        customize: impl FnOnce(PipelineBuilder) -> PipelineBuilder,
-    ) -> Result<Arc<Self>, ServerError> {
-        let auth = Auth::new(&options.principals, &options.plan)?;
+    /// A gateway serving `runtime`: bearer tokens are matched against the runtime's
+    /// principals (an unknown principal id in `options.tokens` is refused).
+    pub fn new(runtime: Arc<Runtime>, options: ServerOptions) -> Result<Arc<Self>, ServerError> {
+        let auth = Auth::new(runtime.principals(), &options.tokens)?;
         options.sessions.checked()?;
-        let hub = EventHub::new();
-        let quotas = options
-            .principals
-            .iter()
-            .map(|p| (p.principal.id.as_str().to_owned(), p.quota));
-        let mut builder = PipelineBuilder::new(Arc::clone(&registry))
-            .stage(Arc::new(PrincipalQuotaStage::new(quotas)));
-        if let Some(limit) = options.rate_limit {
-            builder = builder.stage(Arc::new(RateLimitStage::new(limit)));
-        }
-        builder = builder
-            .approval(approvals::durable(
-                store.clone(),
-                options.approval_ttl,
-                hub.clone(),
-                options.webhook.clone(),
-            ))
-            .stage(Arc::new(AuditStage::new(store.clone())))
-            .observer(Arc::new(AuditObserver::new(store.clone())))
-            .observer(Arc::new(hub.clone()));
-        let pipeline = customize(builder).build();
         Ok(Arc::new(Self {
-            registry,
-            pipeline,
-            store,
+            close_streams: runtime.stopped(),
+            runtime,
             auth,
-            hub,
             options,
-            calls: TaskTracker::new(),
-            cancel_calls: CancellationToken::new(),
-            close_streams: CancellationToken::new(),
             list_changed: Arc::new(mcp_sessions::ListChanged::default()),
             mcp_sessions: std::sync::OnceLock::new(),
         }))
     }
 
+    /// A gateway over a registry and store of the caller's own: assembles a runtime from them
+    /// ([`Runtime::assemble`], the production pipeline without a sandbox executor or network
+    /// policy) and serves it. See [`Gateway::assemble`] to bring those too.
+    pub fn from_parts(
+        registry: Arc<Registry>,
+        store: Store,
+        options: GatewayOptions,
+    ) -> Result<Arc<Self>, ServerError> {
+        Self::assemble(Parts::new(store, registry)?, options)
+    }
+
+    /// A gateway over a runtime assembled from `parts` (its HTTP client, executor, file root
+    /// and config are kept), with the principals, plan, rate limit and approval settings of
+    /// `options` and the server's approval hint.
+    pub fn assemble(mut parts: Parts, options: GatewayOptions) -> Result<Arc<Self>, ServerError> {
+        let (principals, tokens) = auth::split_entries(options.principals, options.plan)?;
+        parts.principals = principals;
+        parts.rate_limit = options.rate_limit;
+        parts.approval_ttl = options.approval_ttl;
+        parts.approval_hint = approval_hint();
+        parts.webhook = options.webhook;
+        let runtime = Runtime::assemble(parts);
+        Self::new(
+            runtime,
+            ServerOptions {
+                tokens,
+                allowed_hosts: options.allowed_hosts,
+                allowed_origins: options.allowed_origins,
+                max_body_bytes: options.max_body_bytes,
+                grace: options.grace,
+                sessions: options.sessions,
+            },
+        )
+    }
+
+    /// The runtime this gateway serves.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// The registry.
     pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
+        self.runtime.registry()
     }
 
+    /// The store.
     pub fn store(&self) -> &Store {
-        &self.store
+        self.runtime.store()
     }
 
+    /// The event hub.
     pub fn events(&self) -> &EventHub {
-        &self.hub
+        self.runtime.events()
     }
 
+    /// Who is calling.
     pub fn auth(&self) -> &Auth {
         &self.auth
     }
 
-    pub fn options(&self) -> &GatewayOptions {
+    /// The server's options.
+    pub fn options(&self) -> &ServerOptions {
         &self.options
     }
 
-    /// Runs one call through the pipeline in its own task. `external` (an MCP cancellation, a
-    /// dropped HTTP request) cancels it; so does the end of the shutdown grace period. The
-    /// call's audit records are written whatever happens to the caller.
+    /// The plan for callers without one of their own (and for the local principal).
+    pub fn plan(&self) -> &Plan {
+        self.runtime.plan()
+    }
+
+    /// Runs one call as `caller` (see [`Runtime::call`]): `external` (an MCP cancellation, a
+    /// dropped HTTP request) cancels it; so does the end of the shutdown grace period.
     pub async fn call(
         &self,
         caller: &Caller,
         mut request: CallRequest,
         external: Option<CancellationToken>,
     ) -> ToolResult {
-        let token = self.cancel_calls.child_token();
-        request.cancel = token.clone();
         request.principal = Arc::clone(&caller.principal);
-        let pipeline = self.pipeline.clone();
-        // Whoever cancels notes who they are first (the audit log keeps it).
-        let note = request.cancelled_by.clone();
-        // Cancel the call if this future is dropped (the client went away).
-        let guard = CancelOnDrop {
-            token: Some(token.clone()),
-            note: note.clone(),
-        };
-        let shutdown = self.cancel_calls.clone();
-        let task = self.calls.spawn(async move {
-            let call = pipeline.call(request);
-            tokio::pin!(call);
-            let external = async {
-                match &external {
-                    Some(external) => external.cancelled().await,
-                    None => std::future::pending().await,
-                }
-            };
-            // Biased: a cancellation is noted before the call (polled last) can see it.
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => note.set("shutdown"),
-                () = external => {
-                    note.set("client");
-                    token.cancel();
-                }
-                result = &mut call => return result,
-            }
-            call.await
-        });
-        let result = task.await;
-        guard.disarm();
-        match result {
-            Ok(result) => result,
-            Err(e) => {
-                tracing::error!(error = %e, "a call task failed");
-                toolgate_core::ToolResult {
-                    tool: String::new(),
-                    call_id: toolgate_core::CallId::new(),
-                    fetched_at: chrono::Utc::now(),
-                    input: serde_json::Value::Null,
-                    outcome: toolgate_core::Outcome::Error {
-                        kind: toolgate_core::ErrorKind::Execution,
-                        message: format!(
-                            "The call failed inside toolgate ({e}); please report this"
-                        ),
-                    },
-                    attempts: 0,
-                    duration_ms: 0.0,
-                    truncated: false,
-                    output_ref: None,
-                    content: Vec::new(),
-                    approval_id: None,
-                }
-            }
-        }
+        self.runtime.call(request, external).await
     }
 
     /// Lets in-flight calls finish for the grace period, cancels the rest, waits until every
     /// call has recorded its outcome, then ends long-lived streams.
     pub async fn drain(&self) {
-        self.calls.close();
-        if tokio::time::timeout(self.options.grace, self.calls.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                grace_ms = self.options.grace.as_millis() as u64,
-                "calls still running after the grace period; cancelling them"
-            );
-            self.cancel_calls.cancel();
-            self.calls.wait().await;
-        }
+        self.runtime.drain(self.options.grace).await;
         self.close_streams.cancel();
     }
 
@@ -314,7 +335,28 @@ impl Gateway {
 
     /// Calls in flight right now.
     pub fn calls_in_flight(&self) -> usize {
-        self.calls.len()
+        self.runtime.calls_in_flight()
+    }
+
+    /// Publishes an `approval` event (see [`Runtime::publish_approval`]).
+    pub fn publish_approval(&self, a: &Approval) {
+        self.runtime.publish_approval(a);
+    }
+
+    /// Runs approval `id` in a tracked task if it is approved (see [`Runtime::run_approval`]).
+    pub fn run_approval(&self, id: String) {
+        self.runtime.run_approval(id);
+    }
+
+    /// At startup: recovers interrupted and ready approvals (see
+    /// [`Runtime::recover_approvals`]).
+    pub async fn recover_approvals(&self) -> Result<RecoveredApprovals, ServerError> {
+        Ok(self.runtime.recover_approvals().await?)
+    }
+
+    /// Announces every pending approval to the webhook (see [`Runtime::announce_pending`]).
+    pub async fn announce_pending(&self) -> Result<usize, ServerError> {
+        Ok(self.runtime.announce_pending().await?)
     }
 
     /// The full HTTP application: `/mcp`, `/v1/…`, `/openapi.json`, `/healthz`, `/metrics`, and
@@ -371,42 +413,29 @@ impl Gateway {
         result
     }
 
-    /// Loads stored definitions and starts the store followers: one keeps the registry in
-    /// step (changes from the CLI or other instances) and feeds definition events to the event
-    /// hub, the other ([`Gateway::follow_approvals`]) publishes approval changes made elsewhere;
-    /// both stop when streams close. `serve_http` and `serve_stdio` call it.
+    /// Loads stored definitions and starts the store followers (see [`Runtime::start_sync`]);
+    /// `serve_http` and `serve_stdio` call it.
     pub async fn start_sync(&self) -> Result<i64, ServerError> {
-        let last = self.store.load_into(&self.registry).await?;
-        let hub = self.hub.clone();
-        self.store.keep_in_sync_with(
-            Arc::clone(&self.registry),
-            last,
-            self.close_streams.child_token(),
-            move |event| hub.publish_definition(event),
-        );
-        self.follow_approvals().await?;
-        Ok(last)
+        Ok(self.runtime.start_sync().await?)
     }
 }
 
-/// Cancels a call whose caller went away (its future dropped), noting
-/// `client_disconnected` first; [`CancelOnDrop::disarm`] once the call is done.
-struct CancelOnDrop {
-    token: Option<CancellationToken>,
-    note: toolgate_core::CancelNote,
-}
-
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.token = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(token) = self.token.take() {
-            self.note.set("client_disconnected");
-            token.cancel();
+/// A runtime error as the server reports it.
+impl From<RuntimeError> for ServerError {
+    fn from(e: RuntimeError) -> Self {
+        match e {
+            RuntimeError::Store(e) => e.into(),
+            e => {
+                let message = toolgate_core::ErrorChain(&e).to_string();
+                match e.kind() {
+                    RuntimeErrorKind::NotFound => Self::NotFound(message),
+                    RuntimeErrorKind::Forbidden => Self::Forbidden(message),
+                    RuntimeErrorKind::Conflict => Self::Conflict(message),
+                    RuntimeErrorKind::Unavailable => Self::Unavailable(message),
+                    RuntimeErrorKind::Internal => Self::Internal(message),
+                    _ => Self::BadRequest(message),
+                }
+            }
         }
     }
 }
@@ -429,4 +458,94 @@ pub fn check_binding(addr: SocketAddr, auth: &Auth) -> Result<(), ServerError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(text: &str) -> toolgate_runtime::ServerConfig {
+        let path = std::env::temp_dir().join(format!(
+            "toolgate-server-config-{}-{}.toml",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::write(&path, text).unwrap();
+        let config = Config::load(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        config.server
+    }
+
+    #[test]
+    fn mcp_session_limits_have_bounded_defaults_and_zero_is_refused() {
+        let defaults = session_limits(&server("")).unwrap();
+        assert_eq!(
+            (
+                defaults.max_sessions,
+                defaults.max_per_principal,
+                defaults.idle_timeout.as_secs()
+            ),
+            (1000, 100, 1800)
+        );
+        let set = session_limits(&server(
+            "[server]\nmax_sessions = 50\nmax_sessions_per_principal = 5\nsession_idle_timeout_seconds = 90\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            (
+                set.max_sessions,
+                set.max_per_principal,
+                set.idle_timeout.as_secs()
+            ),
+            (50, 5, 90)
+        );
+        for key in [
+            "max_sessions",
+            "max_sessions_per_principal",
+            "session_idle_timeout_seconds",
+        ] {
+            let err = session_limits(&server(&format!("[server]\n{key} = 0\n")))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key) && err.contains("at least 1"), "{err}");
+        }
+    }
+
+    /// `toolgate serve`'s path: a runtime opened from a config, the server's options read from
+    /// the same config; a bearer token names the runtime's principal.
+    #[tokio::test]
+    async fn a_gateway_over_an_opened_runtime_signs_principals_in_by_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let hex: String = token_hash("alice-token")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = dir.path().join("toolgate.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[principals.alice]\ngrants = [\"tool.*\"]\ntoken_sha256 = \"{hex}\"\n[principals.bob]\ngrants = []\n"
+            ),
+        )
+        .unwrap();
+        let runtime = Runtime::open(toolgate_runtime::RuntimeOptions {
+            config: toolgate_runtime::ConfigSource::File(path),
+            db: Some(toolgate_store::DbUrl::Sqlite(dir.path().join("t.db"))),
+            root: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let options = ServerOptions::from_config(runtime.config()).unwrap();
+        assert_eq!(options.tokens.len(), 1, "bob has no token");
+        let gw = Gateway::new(Arc::clone(&runtime), options).unwrap();
+        assert!(gw.auth().requires_token());
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("authorization", "Bearer alice-token".parse().unwrap());
+        let caller = gw.auth().caller(&headers).unwrap();
+        assert_eq!(caller.principal.id.as_str(), "alice");
+        headers.insert("authorization", "Bearer nobody".parse().unwrap());
+        assert!(gw.auth().caller(&headers).is_err());
+        runtime.store().close().await;
+    }
 }

@@ -675,7 +675,7 @@ pub(crate) async fn serve_stdio(
 ) -> Result<(), ServerError> {
     let caller = Arc::new(Caller::new(
         toolgate_core::Principal::local(),
-        gw.options().plan.clone(),
+        gw.plan().clone(),
     ));
     let handler = McpHandler::new(Arc::clone(&gw), Some(caller));
     let running = handler
@@ -733,10 +733,10 @@ mod tests {
                 });
         let registry = Arc::new(toolgate_core::Registry::new());
         registry.register_all(vec![Arc::new(tool)], false).unwrap();
-        let gw = Gateway::new(registry, store, crate::GatewayOptions::default()).unwrap();
+        let gw = Gateway::from_parts(registry, store, crate::GatewayOptions::default()).unwrap();
         let caller = Arc::new(Caller {
             principal: Arc::new(toolgate_core::Principal::local()),
-            plan: gw.options().plan.clone(),
+            plan: gw.plan().clone(),
         });
 
         let (server_io, client_io) = tokio::io::duplex(1 << 16);

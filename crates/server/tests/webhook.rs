@@ -487,7 +487,7 @@ async fn pending_approvals_are_announced_again_at_startup() {
 
     // A restart: a new gateway on the same database recovers, and announces what is pending
     // (deliveries in flight at exit are lost with the process; this makes them again).
-    let restarted = toolgate_server::Gateway::new(
+    let restarted = toolgate_server::Gateway::from_parts(
         Arc::new(toolgate_core::Registry::new()),
         h.second_store().await,
         with_webhook(&wh),
@@ -509,7 +509,7 @@ async fn pending_approvals_are_announced_again_at_startup() {
     assert_eq!(rx.received().len(), 3);
 
     // Without a webhook nothing is announced.
-    let quiet = toolgate_server::Gateway::new(
+    let quiet = toolgate_server::Gateway::from_parts(
         Arc::new(toolgate_core::Registry::new()),
         h.second_store().await,
         GatewayOptions::default(),

@@ -13,7 +13,7 @@ pub struct Plan {
     pub name: String,
     /// Most live custom definitions; `None` is unlimited.
     pub max_custom_definitions: Option<u64>,
-    /// Strongest isolation level a definition may require (feed it to validation's `Env`).
+    /// Strongest isolation level a definition may require (feed it to validation's `ValidationEnv`).
     pub max_isolation: Isolation,
     /// How much of JSON Schema custom definitions may use.
     pub schema_level: SchemaLevel,

@@ -1,5 +1,6 @@
-//! The approval gate's handlers: a terminal y/n prompt, auto-deny when nobody can answer, and
-//! explicit pre-approval. Durable queues, webhooks and MCP elicitation implement the same trait.
+//! The approval gate's handlers: a y/n prompt over a reader/writer pair, auto-deny when nobody
+//! can answer, and explicit pre-approval. Durable queues, webhooks and MCP elicitation implement
+//! the same trait. Core does no terminal I/O: the CLI hands the prompt its terminal.
 
 use std::fmt;
 use std::io::{BufRead, Write};
@@ -89,8 +90,8 @@ impl ApprovalHandler for PreApproved {
 type SharedReader = Arc<Mutex<Box<dyn BufRead + Send>>>;
 type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
 
-/// Asks y/n on a terminal (or any reader/writer pair). Only `y` or `yes` approves; anything
-/// else, end of input included, denies.
+/// Asks y/n: writes the question to a writer and reads the answer from a reader (the CLI gives
+/// it the terminal). Only `y` or `yes` approves; anything else, end of input included, denies.
 #[derive(Clone)]
 pub struct PromptApproval {
     input: SharedReader,
@@ -110,14 +111,6 @@ impl PromptApproval {
             input: Arc::new(Mutex::new(input)),
             output: Arc::new(Mutex::new(output)),
         }
-    }
-
-    /// Prompts on standard error, reads standard input.
-    pub fn terminal() -> Self {
-        Self::new(
-            Box::new(std::io::BufReader::new(std::io::stdin())),
-            Box::new(std::io::stderr()),
-        )
     }
 }
 

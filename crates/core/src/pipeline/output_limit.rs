@@ -130,8 +130,6 @@ fn fit_content(content: &mut Vec<Content>, budget: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use serde_json::json;
 
     use super::*;

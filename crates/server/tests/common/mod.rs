@@ -160,7 +160,7 @@ impl Harness {
         registry
             .register_all(vec![slow_tool(), big_tool()], false)
             .unwrap();
-        let gw = Gateway::new(registry, store, options).unwrap();
+        let gw = Gateway::from_parts(registry, store, options).unwrap();
         let router = gw.router();
         Self {
             gw,

@@ -264,8 +264,6 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use toolgate_core::CallId;
 
     use super::*;

@@ -19,14 +19,14 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::Uri;
 use hmac::{Hmac, Mac};
+use http::Uri;
 use serde_json::json;
 use sha2::Sha256;
 use toolgate_core::{CancellationToken, ErrorKind, HttpClient, HttpRequest, HttpResponse};
 use toolgate_store::Approval;
 
-use crate::error::ServerError;
+use crate::error::RuntimeError;
 
 /// The event every delivery announces.
 pub const WEBHOOK_EVENT: &str = "approval.pending";
@@ -75,9 +75,9 @@ impl WebhookConfig {
 
     /// The URL's host (an IPv6 literal in brackets), checking that the URL is an absolute
     /// `http://` or `https://` URL.
-    pub fn host(&self) -> Result<String, ServerError> {
+    pub fn host(&self) -> Result<String, RuntimeError> {
         let invalid = |why: &str| {
-            ServerError::BadRequest(format!(
+            RuntimeError::Config(format!(
                 "Invalid approval webhook URL {}: {why}; write an absolute http:// or https:// URL such as https://approvals.example.com/toolgate",
                 shown(&self.url)
             ))
@@ -85,7 +85,7 @@ impl WebhookConfig {
         let uri: Uri = self
             .url
             .parse()
-            .map_err(|e: axum::http::uri::InvalidUri| invalid(&e.to_string()))?;
+            .map_err(|e: http::uri::InvalidUri| invalid(&e.to_string()))?;
         match uri.scheme_str() {
             Some("http" | "https") => {}
             Some(other) => return Err(invalid(&format!("the scheme {other:?} is not http(s)"))),
@@ -129,7 +129,9 @@ pub enum DeliveryStatus {
 pub struct Delivery {
     /// The `X-Toolgate-Delivery` header, the same on every attempt.
     pub id: String,
+    /// The approval announced.
     pub approval_id: String,
+    /// Where it stands.
     pub status: DeliveryStatus,
     /// Attempts made so far.
     pub attempts: u32,
@@ -162,15 +164,15 @@ impl fmt::Debug for Webhook {
 impl Webhook {
     /// A webhook sending through `client` (which applies the network policy). Refuses a URL
     /// that is not absolute http(s), an empty secret and zero attempts.
-    pub fn new(config: WebhookConfig, client: Arc<dyn HttpClient>) -> Result<Self, ServerError> {
+    pub fn new(config: WebhookConfig, client: Arc<dyn HttpClient>) -> Result<Self, RuntimeError> {
         config.host()?;
         if config.secret.is_empty() {
-            return Err(ServerError::BadRequest(
+            return Err(RuntimeError::Config(
                 "The approval webhook's secret is empty; set a long random secret shared with the receiver".into(),
             ));
         }
         if config.max_attempts == 0 {
-            return Err(ServerError::BadRequest(
+            return Err(RuntimeError::Config(
                 "The approval webhook's max_attempts is 0; use at least 1".into(),
             ));
         }
@@ -183,6 +185,7 @@ impl Webhook {
         })
     }
 
+    /// Where and how it sends.
     pub fn config(&self) -> &WebhookConfig {
         &self.inner.config
     }

@@ -1,4 +1,5 @@
-//! The event hub behind `GET /v1/events`: definition events read from the store by the registry
+//! The event hub (served as `GET /v1/events` by the server, which does the SSE framing):
+//! definition events read from the store by the registry
 //! sync (so changes made by the CLI or another instance appear too), a summary of every
 //! finished call, and approval events — published by this process as it changes an approval
 //! and by the approval follower for changes read from the store (made anywhere), each
@@ -24,7 +25,9 @@ const REMEMBERED_APPROVALS: usize = 4096;
 pub struct HubEvent {
     /// `definition`, `call` or `approval`.
     pub name: &'static str,
+    /// The tool the event concerns.
     pub tool: String,
+    /// The event's JSON data.
     pub data: Arc<Value>,
 }
 
@@ -85,6 +88,7 @@ impl Default for EventHub {
 }
 
 impl EventHub {
+    /// A hub with no subscribers.
     pub fn new() -> Self {
         let (sender, _) = broadcast::channel(BACKLOG);
         Self {
@@ -129,7 +133,7 @@ impl EventHub {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Publishes a definition event read from the store (see [`crate::Gateway::start_sync`]).
+    /// Publishes a definition event read from the store (see [`crate::Runtime::start_sync`]).
     pub fn publish_definition(&self, event: &StoredEvent) {
         if self.sender.receiver_count() == 0 {
             return;

@@ -13,7 +13,7 @@ pub struct StorePlans(pub Store);
 
 /// A store failure as the tool error a caller sees.
 fn tool_error(e: StoreError) -> ToolError {
-    let message = format!("The plan store failed: {e}");
+    let message = format!("The plan store failed: {}", toolgate_core::ErrorChain(&e));
     match e.kind() {
         StoreErrorKind::Unavailable => ToolError::unavailable(message),
         StoreErrorKind::Invalid => ToolError::validation(message),
@@ -70,22 +70,20 @@ mod tests {
 
     use serde_json::json;
     use toolgate_builtins::{TODO_MANAGER, TODO_PERMISSION, TodoManager};
-    use toolgate_core::{
-        CallRequest, Permission, Pipeline, PipelineBuilder, Principal, Registry, ToolResult,
-    };
-    use toolgate_store::{AuditObserver, AuditStage, DbUrl, StoreOptions};
+    use toolgate_core::{CallRequest, Permission, Pipeline, Principal, Registry, ToolResult};
+    use toolgate_store::{DbUrl, StoreOptions};
 
     use super::*;
+    use crate::{Parts, Runtime};
 
-    /// A pipeline like the CLI's: the todo tool over the store, audited (a write tool).
+    /// The production pipeline over the todo tool with its plans in the store (a write tool,
+    /// audited).
     fn pipeline(store: &Store) -> Pipeline {
         let registry = Arc::new(Registry::new());
         let tool = TodoManager::new(Arc::new(StorePlans(store.clone())));
         registry.register_all(vec![Arc::new(tool)], true).unwrap();
-        PipelineBuilder::new(registry)
-            .stage(Arc::new(AuditStage::new(store.clone())))
-            .observer(Arc::new(AuditObserver::new(store.clone())))
-            .build()
+        let runtime = Runtime::assemble(Parts::new(store.clone(), registry).unwrap());
+        runtime.pipeline().clone()
     }
 
     async fn call(p: &Pipeline, who: &str, args: Value) -> ToolResult {

@@ -1,16 +1,26 @@
-//! The configuration file: principals and their grants, defaults for --root and --tools-dir,
-//! and an optional rate limit.
+//! The configuration file (`toolgate.toml`): principals and their grants, defaults for the file
+//! root and the tools directory, rate limits, the network policy, approvals, the audit key and
+//! the server's settings. Every front-end reads it through the runtime.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
 use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_net::NetPolicy;
-use toolgate_server::{PrincipalEntry, SessionLimits, WebhookConfig, parse_token_hash};
 use toolgate_store::{AuditAnchor, AuditKey, DbUrl, Plan, suffixed};
+
+use crate::error::RuntimeError;
+use crate::principals::PrincipalEntry;
+use crate::webhook::WebhookConfig;
+
+/// Returns a [`RuntimeError::Config`] with the formatted message.
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err(RuntimeError::Config(format!($($arg)*)))
+    };
+}
 
 /// `toolgate.toml`.
 #[derive(Debug, Default, Deserialize)]
@@ -20,8 +30,10 @@ pub struct Config {
     pub root: Option<PathBuf>,
     /// Definition files to load (relative to the config file).
     pub tools_dir: Option<PathBuf>,
+    /// `[principals.NAME]`: who may call, with which grants, plan, quota and token.
     #[serde(default)]
     pub principals: BTreeMap<String, PrincipalConfig>,
+    /// `[rate_limit]`: a per-(principal, tool) rate limit for everyone.
     pub rate_limit: Option<RateLimitConfig>,
     /// The plan in force: core, writer_pro, teams or enterprise (the default).
     pub plan: Option<String>,
@@ -77,7 +89,7 @@ impl AuditConfig {
         &self,
         url: &DbUrl,
         var: impl Fn(&str) -> Option<String>,
-    ) -> anyhow::Result<AuditAnchor> {
+    ) -> Result<AuditAnchor, RuntimeError> {
         let key = match (&self.key_env, &self.key_file) {
             (Some(_), Some(_)) => {
                 bail!("[audit] key_env and key_file both name a checkpoint key; keep one of them")
@@ -145,7 +157,7 @@ impl ApprovalsConfig {
 
     /// The approval webhook, its secret read from the environment; `None` when no
     /// `webhook_url` is configured.
-    pub fn webhook(&self) -> anyhow::Result<Option<WebhookConfig>> {
+    pub fn webhook(&self) -> Result<Option<WebhookConfig>, RuntimeError> {
         self.webhook_with_vars(|name| std::env::var(name).ok())
     }
 
@@ -153,7 +165,7 @@ impl ApprovalsConfig {
     pub fn webhook_with_vars(
         &self,
         var: impl Fn(&str) -> Option<String>,
-    ) -> anyhow::Result<Option<WebhookConfig>> {
+    ) -> Result<Option<WebhookConfig>, RuntimeError> {
         let Some(url) = &self.webhook_url else {
             if self.webhook_secret_env.is_some() || self.webhook_max_attempts.is_some() {
                 bail!(
@@ -184,9 +196,9 @@ impl ApprovalsConfig {
             }
             config.max_attempts = n;
         }
-        config
-            .host()
-            .map_err(|e| anyhow::anyhow!("[approvals] {e}"))?;
+        if let Err(e) = config.host() {
+            bail!("[approvals] {e}");
+        }
         Ok(Some(config))
     }
 }
@@ -211,33 +223,14 @@ pub struct ServerConfig {
     pub session_idle_timeout_seconds: Option<u64>,
 }
 
-impl ServerConfig {
-    /// The MCP session caps and idle timeout; zero is refused (there is no unlimited).
-    pub fn session_limits(&self) -> anyhow::Result<SessionLimits> {
-        let defaults = SessionLimits::default();
-        SessionLimits {
-            max_sessions: self.max_sessions.unwrap_or(defaults.max_sessions),
-            max_per_principal: self
-                .max_sessions_per_principal
-                .unwrap_or(defaults.max_per_principal),
-            idle_timeout: self
-                .session_idle_timeout_seconds
-                .map_or(defaults.idle_timeout, std::time::Duration::from_secs),
-            max_awake_idle: defaults.max_awake_idle,
-        }
-        .checked()
-        .map_err(|e| anyhow::anyhow!("{e}"))
-    }
-}
-
 impl Config {
     /// The plan in force; `enterprise` (no limits) when the config names none.
-    pub fn plan(&self) -> anyhow::Result<Plan> {
+    pub fn plan(&self) -> Result<Plan, RuntimeError> {
         let name = self.plan.as_deref().unwrap_or("enterprise");
         Plan::named(name).ok_or_else(|| {
-            anyhow::anyhow!(
+            RuntimeError::Config(format!(
                 "Unknown plan {name:?} in the config file; use one of core, writer_pro, teams, enterprise"
-            )
+            ))
         })
     }
 
@@ -248,6 +241,7 @@ impl Config {
     }
 }
 
+/// `[principals.NAME]`: one principal's grants, token, plan and quota.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalConfig {
@@ -266,20 +260,28 @@ pub struct PrincipalConfig {
     pub max_concurrent_calls: Option<u32>,
 }
 
+/// A token bucket: `burst` calls at once, refilled at `per_second`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
+    /// Calls allowed at once.
     pub burst: u32,
+    /// Calls regained per second.
     pub per_second: f64,
 }
 
 impl Config {
     /// Reads a config file; relative paths in it are taken relative to the file.
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("Cannot read config file {}", path.display()))?;
-        let mut config: Config = toml::from_str(&text)
-            .with_context(|| format!("Invalid config file {}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, RuntimeError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RuntimeError::ConfigRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut config: Config =
+            toml::from_str(&text).map_err(|source| RuntimeError::ConfigSyntax {
+                path: path.to_path_buf(),
+                source: Box::new(source),
+            })?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.root = config.root.map(|p| base.join(p));
         config.tools_dir = config.tools_dir.map(|p| base.join(p));
@@ -288,48 +290,35 @@ impl Config {
         for path in config.output_types.values_mut() {
             *path = base.join(&*path);
         }
-        if let Some(limit) = &config.rate_limit {
-            RateLimit::new(limit.burst, limit.per_second).map_err(|e| {
-                anyhow::anyhow!("Invalid config file {}: [rate_limit] {e}", path.display())
-            })?;
+        if let Some(limit) = &config.rate_limit
+            && let Err(e) = RateLimit::new(limit.burst, limit.per_second)
+        {
+            return Err(RuntimeError::Config(format!("[rate_limit] {e}")).in_file(path));
         }
-        config
-            .principal_entries()
-            .with_context(|| format!("Invalid config file {}", path.display()))?;
-        config
-            .server
-            .session_limits()
-            .with_context(|| format!("Invalid config file {}", path.display()))?;
+        config.principal_entries().map_err(|e| e.in_file(path))?;
         Ok(config)
     }
 
-    /// The principals as `toolgate serve` knows them: grants, token hash, plan and quota.
-    pub fn principal_entries(&self) -> anyhow::Result<Vec<PrincipalEntry>> {
+    /// Every configured principal with its plan and quota (the token hashes are the server's
+    /// business: it reads `token_sha256` itself).
+    pub fn principal_entries(&self) -> Result<Vec<PrincipalEntry>, RuntimeError> {
         let default_plan = self.plan()?;
         let mut entries = Vec::with_capacity(self.principals.len());
         for (id, p) in &self.principals {
             let principal = self.principal(Some(id))?;
-            let token_sha256 = p
-                .token_sha256
-                .as_deref()
-                .map(parse_token_hash)
-                .transpose()
-                .map_err(|e| {
-                    anyhow::anyhow!("[principals.{id}] {e}; `toolgate token` makes one")
-                })?;
             let plan = self.plan_of(id, p, &default_plan)?;
-            let rate = p
-                .rate_limit
-                .as_ref()
-                .map(|r| RateLimit::new(r.burst, r.per_second))
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("[principals.{id}.rate_limit] {e}"))?;
+            let rate = match p.rate_limit.as_ref() {
+                None => None,
+                Some(r) => match RateLimit::new(r.burst, r.per_second) {
+                    Ok(rate) => Some(rate),
+                    Err(e) => bail!("[principals.{id}.rate_limit] {e}"),
+                },
+            };
             if p.max_concurrent_calls == Some(0) {
                 bail!("[principals.{id}] max_concurrent_calls must be at least 1");
             }
             entries.push(PrincipalEntry {
                 principal,
-                token_sha256,
                 plan,
                 quota: Quota {
                     rate,
@@ -341,25 +330,33 @@ impl Config {
     }
 
     /// A configured principal's plan: its own `plan`, or the file's.
-    fn plan_of(&self, id: &str, p: &PrincipalConfig, default_plan: &Plan) -> anyhow::Result<Plan> {
+    fn plan_of(
+        &self,
+        id: &str,
+        p: &PrincipalConfig,
+        default_plan: &Plan,
+    ) -> Result<Plan, RuntimeError> {
         match &p.plan {
             None => Ok(default_plan.clone()),
             Some(name) => Plan::named(name).ok_or_else(|| {
-                anyhow::anyhow!(
+                RuntimeError::Config(format!(
                     "[principals.{id}] unknown plan {name:?}; use one of core, writer_pro, teams, enterprise"
-                )
+                ))
             }),
         }
     }
 
     /// The principal named `id`: `local` (every permission) unless the config defines it; the
     /// built-ins outside its plan are hidden from it.
-    pub fn principal(&self, id: Option<&str>) -> anyhow::Result<Principal> {
+    pub fn principal(&self, id: Option<&str>) -> Result<Principal, RuntimeError> {
         let default_plan = self.plan()?;
         let Some(id) = id else {
             return Ok(default_plan.restrict(Principal::local()));
         };
-        let pid = PrincipalId::parse(id).map_err(anyhow::Error::msg)?;
+        let pid = match PrincipalId::parse(id) {
+            Ok(pid) => pid,
+            Err(e) => bail!("{e}"),
+        };
         match self.principals.get(id) {
             Some(p) => {
                 let mut principal = Principal::new(pid);
@@ -370,9 +367,9 @@ impl Config {
                 Ok(self.plan_of(id, p, &default_plan)?.restrict(principal))
             }
             None if id == "local" => Ok(default_plan.restrict(Principal::local())),
-            None => bail!(
+            None => Err(RuntimeError::NotFound(format!(
                 "Unknown principal: {id} (define it under [principals.{id}] in the config file, with its grants)"
-            ),
+            ))),
         }
     }
 }
@@ -463,46 +460,5 @@ mod tests {
             approvals("[approvals]\nwebhook_url = \"h.example/x\"\nwebhook_secret_env = \"S\"\n");
         assert!(bad.webhook_with_vars(|_| Some("x".into())).is_err());
         assert!(toml::from_str::<Config>("[approvals]\nwebhook_secret = \"inline\"\n").is_err());
-    }
-
-    #[test]
-    fn mcp_session_limits_have_bounded_defaults_and_zero_is_refused() {
-        let server = |text: &str| toml::from_str::<Config>(text).unwrap().server;
-        let defaults = server("").session_limits().unwrap();
-        assert_eq!(
-            (
-                defaults.max_sessions,
-                defaults.max_per_principal,
-                defaults.idle_timeout.as_secs()
-            ),
-            (1000, 100, 1800)
-        );
-        let set = server(
-            "[server]\nmax_sessions = 50\nmax_sessions_per_principal = 5\nsession_idle_timeout_seconds = 90\n",
-        )
-        .session_limits()
-        .unwrap();
-        assert_eq!(
-            (
-                set.max_sessions,
-                set.max_per_principal,
-                set.idle_timeout.as_secs()
-            ),
-            (50, 5, 90)
-        );
-        for (key, named) in [
-            ("max_sessions", "max_sessions"),
-            ("max_sessions_per_principal", "max_sessions_per_principal"),
-            (
-                "session_idle_timeout_seconds",
-                "session_idle_timeout_seconds",
-            ),
-        ] {
-            let err = server(&format!("[server]\n{key} = 0\n"))
-                .session_limits()
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains(named) && err.contains("at least 1"), "{err}");
-        }
     }
 }

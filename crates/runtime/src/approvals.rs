@@ -1,8 +1,8 @@
-//! Durable approvals in the server: the pipeline's default approval gate, running an approved
-//! call once (with the principal's grants as configured now), recovery at startup, and the
-//! `approval` events waiters watch — published at once for changes this process makes, and by
-//! the approval follower for changes read from the store, whoever made them (the CLI, another
-//! instance), each (approval, status) once.
+//! Durable approvals: the pipeline's default approval gate (announced as an event and to the
+//! webhook), running an approved call once (with the principal's grants as configured now),
+//! recovery at startup, and the `approval` events waiters watch — published at once for changes
+//! this process makes, and by the approval follower for changes read from the store, whoever
+//! made them (the CLI, another instance), each (approval, status) once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,31 +16,33 @@ use toolgate_store::{
     StoreError, run_approved,
 };
 
-use crate::error::ServerError;
+use crate::error::RuntimeError;
 use crate::events::{EventHub, HubEvent};
-use crate::{Gateway, Webhook};
+use crate::{Runtime, Webhook};
 
-/// How a pending approval can be decided, as the server tells callers.
-pub(crate) fn hint() -> HintFn {
+/// How a pending approval can be decided when the front-end names no way of its own: the
+/// CLI's command.
+pub fn default_hint() -> HintFn {
     Arc::new(|a: &Approval| {
         format!(
-            "a person can approve it with POST /v1/approvals/{id}/approve (or `toolgate approvals approve {id}`); watch GET /v1/approvals/{id} or the `approval` events of GET /v1/events",
+            "approve it with `toolgate approvals approve {id}` (or deny it with `toolgate approvals deny {id}`)",
             id = a.id
         )
     })
 }
 
-/// The gate every call without a handler of its own goes through; every approval it creates
-/// is announced as an `approval` event and, when one is configured, to the webhook (which
-/// sends in a task of its own).
+/// A durable approval gate whose approvals expire after `ttl` and say how to decide them with
+/// `hint`; every approval it creates is announced as an `approval` event and, when one is
+/// configured, to the webhook (which sends in a task of its own).
 pub(crate) fn durable(
-    store: toolgate_store::Store,
-    ttl: std::time::Duration,
+    store: Store,
+    ttl: Duration,
+    hint: HintFn,
     hub: EventHub,
     webhook: Option<Arc<Webhook>>,
 ) -> Arc<DurableApproval> {
     Arc::new(
-        DurableApproval::new(store, ttl, hint()).on_created(Arc::new(move |a: &Approval| {
+        DurableApproval::new(store, ttl, hint).on_created(Arc::new(move |a: &Approval| {
             hub.publish_approval(a);
             if let Some(webhook) = &webhook {
                 webhook.notify(a);
@@ -54,12 +56,12 @@ pub(crate) fn event(a: &Approval) -> HubEvent {
     HubEvent {
         name: "approval",
         tool: a.tool.clone(),
-        data: Arc::new(summary(a)),
+        data: Arc::new(approval_summary(a)),
     }
 }
 
 /// An approval as events and REST show it (the redacted arguments only).
-pub(crate) fn summary(a: &Approval) -> Value {
+pub fn approval_summary(a: &Approval) -> Value {
     let mut v = json!({
         "id": a.id,
         "callId": a.call_id,
@@ -73,10 +75,23 @@ pub(crate) fn summary(a: &Approval) -> Value {
     v
 }
 
-impl Gateway {
+impl Runtime {
+    /// A durable approval gate like the pipeline's default one (same store, time-to-live,
+    /// event and webhook announcements), saying how to decide with `hint`: for a front-end
+    /// that overrides the approval handler of one call with its own hint.
+    pub fn durable_approval(&self, hint: HintFn) -> Arc<DurableApproval> {
+        durable(
+            self.store.clone(),
+            self.approval_ttl,
+            hint,
+            self.hub.clone(),
+            self.webhook.clone(),
+        )
+    }
+
     /// Publishes an `approval` event (created, decided, executed, indeterminate), unless the
     /// approval follower got there first.
-    pub(crate) fn publish_approval(&self, a: &Approval) {
+    pub fn publish_approval(&self, a: &Approval) {
         self.events().publish_approval(a);
     }
 
@@ -84,14 +99,14 @@ impl Gateway {
     /// since it last looked (by any process sharing the store) and publishes the `approval`
     /// event of each whose status was not published yet, so decisions made by the CLI or
     /// another instance reach `/v1/events` too. Changes before the call are not replayed. It
-    /// stops when long-lived streams close ([`Gateway::drain`]); [`Gateway::start_sync`] calls it.
-    pub async fn follow_approvals(&self) -> Result<JoinHandle<()>, ServerError> {
+    /// stops when the runtime stops ([`Runtime::drain`]); [`Runtime::start_sync`] calls it.
+    pub async fn follow_approvals(&self) -> Result<JoinHandle<()>, RuntimeError> {
         let cursor = self.store().approval_cursor().await?;
         Ok(tokio::spawn(follow(
             self.store().clone(),
             self.events().clone(),
             cursor,
-            self.close_streams.child_token(),
+            self.stopped.child_token(),
         )))
     }
 
@@ -99,20 +114,20 @@ impl Gateway {
     /// who runs it). The principal's grants are those configured now; a principal that no
     /// longer exists gets an `authorization` result and nothing runs.
     pub fn run_approval(self: &Arc<Self>, id: String) {
-        let gw = Arc::clone(self);
+        let runtime = Arc::clone(self);
         self.calls.spawn(async move {
-            if let Err(e) = gw.run_approval_now(&id).await {
+            if let Err(e) = runtime.run_approval_now(&id).await {
                 tracing::error!(approval = %id, error = %ErrorChain(&e), "an approved call could not be run");
             }
         });
     }
 
-    async fn run_approval_now(&self, id: &str) -> Result<(), ServerError> {
+    async fn run_approval_now(&self, id: &str) -> Result<(), RuntimeError> {
         let store = self.store();
         let Some(approval) = store.approval(id).await? else {
             return Ok(());
         };
-        let Some(caller) = self.auth().caller_by_id(&approval.principal) else {
+        let Some(entry) = self.principals().get(&approval.principal) else {
             // Claim it so it never runs, and record why.
             if store.claim_approval(id).await?.is_some() {
                 let result = json!({
@@ -126,7 +141,7 @@ impl Gateway {
             }
             return Ok(());
         };
-        let principal = (*caller.principal).clone();
+        let principal = entry.restricted();
         if let Some((done, _)) = run_approved(store, &self.pipeline, id, principal).await? {
             self.publish_approval(&done);
         }
@@ -135,8 +150,8 @@ impl Gateway {
 
     /// At startup: calls interrupted mid-run become `indeterminate` (never re-run), approved
     /// calls that never started run now, once; with a webhook configured, every approval still
-    /// pending is announced again (see [`Gateway::announce_pending`]).
-    pub async fn recover_approvals(self: &Arc<Self>) -> Result<RecoveredApprovals, ServerError> {
+    /// pending is announced again (see [`Runtime::announce_pending`]).
+    pub async fn recover_approvals(self: &Arc<Self>) -> Result<RecoveredApprovals, RuntimeError> {
         let recovered = self.store().recover_approvals().await?;
         for a in &recovered.indeterminate {
             tracing::warn!(approval = %a.id, tool = %a.tool, "an approved call was interrupted before its result was recorded; marked indeterminate (check its effect by hand)");
@@ -153,8 +168,8 @@ impl Gateway {
     /// many. Deliveries are not stored, so one that was lost with a previous process (in flight
     /// at exit, or never made) is made now — and one that landed is made again: receivers get
     /// each pending approval at least once and tell repeats apart by the approval id.
-    pub async fn announce_pending(&self) -> Result<usize, ServerError> {
-        let Some(webhook) = &self.options().webhook else {
+    pub async fn announce_pending(&self) -> Result<usize, RuntimeError> {
+        let Some(webhook) = &self.webhook else {
             return Ok(0);
         };
         let pending = self
@@ -180,7 +195,7 @@ impl Gateway {
     }
 }
 
-/// Most pending approvals [`Gateway::announce_pending`] announces (newest first).
+/// Most pending approvals [`Runtime::announce_pending`] announces (newest first).
 const ANNOUNCE_LIMIT: u32 = 10_000;
 
 /// How often the approval follower reads approval changes from the store (one indexed query).
@@ -189,7 +204,7 @@ pub const APPROVAL_POLL: Duration = Duration::from_millis(500);
 /// How many changed approvals the follower reads per query.
 const FOLLOW_BATCH: u32 = 200;
 
-/// The approval follower's loop (see [`Gateway::follow_approvals`]).
+/// The approval follower's loop (see [`Runtime::follow_approvals`]).
 async fn follow(store: Store, hub: EventHub, mut cursor: ApprovalCursor, stop: CancellationToken) {
     let mut failing = false;
     loop {
