@@ -80,7 +80,7 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     Ok(if result.is_ok() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        crate::exit::code(crate::exit::FAILURE)
     })
 }
 
@@ -96,8 +96,7 @@ async fn pending(
     let approval = app
         .store
         .approval(id)
-        .await
-        .map_err(anyhow::Error::msg)?
+        .await?
         .ok_or_else(|| anyhow::anyhow!("Approval {id} vanished from the store"))?;
     if approval.status != ApprovalStatus::Pending || args.wait {
         if args.wait && !approval.status.is_final() {
@@ -120,7 +119,7 @@ async fn pending(
             "Approve it with `toolgate approvals approve {id}`, deny it with `toolgate approvals deny {id}`, or re-run with --wait."
         )?;
     }
-    Ok(ExitCode::from(crate::approvals::EXIT_PENDING))
+    Ok(crate::exit::code(crate::exit::PENDING))
 }
 
 /// `--args`: inline JSON, `@FILE`, or `-` for standard input. Must be a JSON object.
