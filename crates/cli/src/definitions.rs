@@ -10,6 +10,7 @@ use toolgate_store::StoredDefinition;
 
 use crate::app::{App, Failure};
 use crate::cli::{FileArgs, HistoryArgs, NameArgs};
+use crate::exit;
 
 /// Who changes definitions from this command line.
 const ACTOR: &str = "local";
@@ -21,7 +22,7 @@ fn read(args: &FileArgs) -> Result<ToolDefinition, ExitCode> {
             &args.file.display().to_string(),
             &Failure::from_error(&e, None),
         );
-        ExitCode::from(1)
+        exit::code(exit::FAILURE)
     })
 }
 
@@ -57,17 +58,18 @@ pub async fn add(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
     match app.store.insert_definition(&spec, ACTOR, &app.plan).await {
         Ok(stored) => {
             warn_about(app, &spec);
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "Added {} (version {}, hash {})",
                 def.name,
                 stored.version,
                 short(&stored.definition_hash)
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(1))
+            eprintln!("error: {}", toolgate_core::ErrorChain(&e));
+            Ok(exit::code(exit::FAILURE))
         }
     }
 }
@@ -78,13 +80,7 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    if app
-        .store
-        .definition(&def.name)
-        .await
-        .map_err(anyhow::Error::msg)?
-        .is_none()
-    {
+    if app.store.definition(&def.name).await?.is_none() {
         let hint = match app.registry.get(&def.name).filter(|_| app.sees(&def.name)) {
             Some(t) if t.is_builtin() => {
                 "it is a built-in tool, which cannot be changed; define a tool with another name"
@@ -97,7 +93,7 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
             None => "add it first with `toolgate tools add`".to_owned(),
         };
         eprintln!("error: No stored tool named {}: {hint}", def.name);
-        return Ok(ExitCode::from(1));
+        return Ok(exit::code(exit::FAILURE));
     }
     let started = std::time::Instant::now();
     let spec = match app.registry.replace_definition(def.clone()) {
@@ -113,15 +109,17 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
             } else {
                 format!("changed: {}", changed.join(", "))
             };
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "Updated {} to version {} ({what})",
-                def.name, stored.version
-            );
+                def.name,
+                stored.version
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(1))
+            eprintln!("error: {}", toolgate_core::ErrorChain(&e));
+            Ok(exit::code(exit::FAILURE))
         }
     }
 }
@@ -130,50 +128,43 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
 pub async fn remove(app: &App, args: &NameArgs) -> anyhow::Result<ExitCode> {
     if app.sees(&args.name) && app.registry.get(&args.name).is_some_and(|t| t.is_builtin()) {
         eprintln!("error: Built-in tool {} cannot be removed", args.name);
-        return Ok(ExitCode::from(1));
+        return Ok(exit::code(exit::FAILURE));
     }
-    if app
-        .store
-        .definition(&args.name)
-        .await
-        .map_err(anyhow::Error::msg)?
-        .is_none()
-    {
+    if app.store.definition(&args.name).await?.is_none() {
         eprintln!(
             "error: No stored tool named {} (see `toolgate tools list`)",
             args.name
         );
-        return Ok(ExitCode::from(1));
+        return Ok(exit::code(exit::FAILURE));
     }
     if let Err(e @ CoreError::InUse { .. }) = app.registry.remove(&args.name) {
-        eprintln!("error: {e}");
-        return Ok(ExitCode::from(1));
+        eprintln!("error: {}", toolgate_core::ErrorChain(&e));
+        return Ok(exit::code(exit::FAILURE));
     }
     match app.store.delete_definition(&args.name, ACTOR).await {
         Ok(stored) => {
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "Removed {} (its {} version(s) stay in `toolgate tools history {}`)",
-                args.name, stored.version, args.name
-            );
+                args.name,
+                stored.version,
+                args.name
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(1))
+            eprintln!("error: {}", toolgate_core::ErrorChain(&e));
+            Ok(exit::code(exit::FAILURE))
         }
     }
 }
 
 /// `tools history NAME [--version N] [--json]`.
 pub async fn history(app: &App, args: &HistoryArgs) -> anyhow::Result<ExitCode> {
-    let versions = app
-        .store
-        .history(&args.name)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let versions = app.store.history(&args.name).await?;
     if versions.is_empty() {
         eprintln!("error: No stored tool named {} has any history", args.name);
-        return Ok(ExitCode::from(1));
+        return Ok(exit::code(exit::FAILURE));
     }
     let mut out = std::io::stdout().lock();
     if let Some(n) = args.version {
@@ -184,7 +175,7 @@ pub async fn history(app: &App, args: &HistoryArgs) -> anyhow::Result<ExitCode> 
                 args.name,
                 known.join(", ")
             );
-            return Ok(ExitCode::from(1));
+            return Ok(exit::code(exit::FAILURE));
         };
         writeln!(out, "{}", serde_json::to_string_pretty(&v.definition)?)?;
         return Ok(ExitCode::SUCCESS);
@@ -254,13 +245,16 @@ pub async fn record_validated(
         .record_validated(spec.name().as_str(), spec.category(), parameters, took)
         .await
     {
-        eprintln!("warning: could not record the validation event: {e}");
+        eprintln!(
+            "warning: could not record the validation event: {}",
+            toolgate_core::ErrorChain(&e)
+        );
     }
 }
 
 fn refused(name: &str, e: &CoreError, def: &ToolDefinition) -> ExitCode {
     report_failure(name, &Failure::from_error(e, Some(def)));
-    ExitCode::from(1)
+    exit::code(exit::FAILURE)
 }
 
 fn warn_about(app: &App, spec: &toolgate_core::ToolSpec) {
