@@ -128,3 +128,23 @@ impl StoreError {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_does_not_repeat_its_source_and_the_chain_has_it_once() {
+        let e = StoreError::Database {
+            action: "reading the audit log",
+            source: sqlx::Error::PoolTimedOut,
+        };
+        let cause = sqlx::Error::PoolTimedOut.to_string();
+        assert!(!e.to_string().contains(&cause), "{e}");
+        assert_eq!(
+            toolgate_core::error_chain(&e),
+            format!("{e}: {cause}"),
+            "the chain adds the cause once"
+        );
+    }
+}
