@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Runs everything CI runs: formatting, lints, the whole test suite (unit, integration, CLI end to
-# end, doc tests), the web UI in headless Chromium, and the examples. Idempotent; installs what
-# the tests need if it is missing (Debian's chromium and the UI tests' npm packages included).
+# Runs everything CI runs: formatting, lints, the dependency policy (cargo deny), the whole test
+# suite (unit, integration, CLI end to end, doc tests), the web UI in headless Chromium, and the
+# examples. Idempotent; installs what the tests need if it is missing (Debian's chromium and the
+# UI tests' npm packages included).
+#
+# scripts/test.sh --quick: the fast, self-contained tier for a developer's loop: formatting,
+# lints and every test that needs no PostgreSQL, Chromium, Node or Python (nextest's `quick`
+# profile; the PostgreSQL halves of tests skip when the server is unreachable). Installs
+# nothing: it needs only the Rust toolchain and cargo-nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,9 +16,43 @@ export INSTA_UPDATE="${INSTA_UPDATE:-no}"   # snapshots are checked, never rewri
 
 step() { printf '\n==> %s\n' "$*"; }
 
+case "${1:-}" in
+  "") ;;
+  --quick)
+    if ! cargo nextest --version >/dev/null 2>&1; then
+      echo "scripts/test.sh --quick needs cargo-nextest and installs nothing:" \
+        "run 'cargo install --locked cargo-nextest' (or scripts/test.sh once) first" >&2
+      exit 1
+    fi
+    step "cargo fmt --check"
+    cargo fmt --all -- --check
+    step "shell scripts parse (bash -n)"
+    for script in scripts/*.sh examples/*/*.sh; do bash -n "$script"; done
+    step "cargo clippy (all targets, warnings are errors)"
+    cargo clippy --workspace --all-targets -- -D warnings
+    # CI=true turns a missing PostgreSQL into a failure; this tier skips it instead.
+    step "tests without PostgreSQL, Chromium, Node or Python (cargo nextest --profile quick)"
+    env -u CI cargo nextest run --workspace --no-fail-fast --profile quick
+    echo
+    echo "Quick checks passed (the full tier, scripts/test.sh, is what CI runs)."
+    exit 0
+    ;;
+  *)
+    echo "usage: scripts/test.sh [--quick]   (no argument: everything CI runs)" >&2
+    exit 2
+    ;;
+esac
+
 if ! cargo nextest --version >/dev/null 2>&1; then
   step "installing cargo-nextest"
   cargo install --locked cargo-nextest
+fi
+
+# cargo-deny checks the dependency graph against deny.toml. Built from crates.io once (a few
+# minutes), then only its version is asked for.
+if ! cargo deny --version >/dev/null 2>&1; then
+  step "installing cargo-deny"
+  cargo install --locked cargo-deny
 fi
 
 # The store's tests run against SQLite and against the local PostgreSQL (127.0.0.1:5432,
@@ -32,6 +72,12 @@ for script in scripts/*.sh examples/*/*.sh; do bash -n "$script"; done
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
+
+# Advisories are not checked here: cargo-deny fetches the RustSec database from GitHub, which
+# this project's machines and CI cannot reach, and no registry package ships a copy (deny.toml
+# says more). Licenses, duplicate versions, banned crates and sources are.
+step "cargo deny check licenses bans sources"
+cargo deny --locked check licenses bans sources
 
 step "tests (cargo nextest)"
 cargo nextest run --workspace --no-fail-fast

@@ -1,6 +1,9 @@
 //! The tools the official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16)
 //! calls, served by a real toolgate gateway: text, image, audio, embedded and mixed content,
-//! logging, errors, progress, sampling and elicitation — every call through the full pipeline.
+//! logging, errors, progress, sampling and elicitation — every call through the production
+//! runtime (`toolgate_runtime::Runtime`, the pipeline `toolgate serve` runs, sandbox executor and
+//! policy client included). The binary is its own sandbox launcher (`main` calls
+//! `toolgate_sandbox::hidden_main` first).
 //!
 //! Run: `examples/conformance/serve.sh PORT` (MCP at http://127.0.0.1:PORT/mcp, REST at /v1), or
 //! the built binary with `--stdio`. The built-in tools are served too (files jailed to a temp dir).
@@ -11,11 +14,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::{
-    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, Registry, SamplingRequest,
-    Tool, ToolBuilder, ToolError,
+    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, SamplingRequest, Tool,
+    ToolBuilder, ToolError,
 };
-use toolgate_server::{Gateway, GatewayOptions};
-use toolgate_store::{DbUrl, Store, StoreOptions};
+use toolgate_runtime::{Runtime, RuntimeOptions};
+use toolgate_server::{Gateway, ServerOptions};
+use toolgate_store::DbUrl;
 
 /// How many times `test_confirmed_action` has run (its side effect, checked by the interop tests).
 static CONFIRMED_RUNS: AtomicU64 = AtomicU64::new(0);
@@ -287,21 +291,35 @@ fn describe(prefix: &str, answer: &ElicitAnswer) -> String {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The sandbox's hidden modes first, before any thread starts: the executor re-executes this
+    // binary as its launcher (and as a worker running one of these tools, were one isolated).
+    if let Some(code) = toolgate_sandbox::hidden_main(tools) {
+        std::process::exit(code);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve())
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let arg = std::env::args()
         .nth(1)
         .ok_or("usage: conformance PORT | conformance --stdio")?;
     let dir = tempfile::tempdir()?;
-    let store = Store::open(
-        &DbUrl::Sqlite(dir.path().join("conformance.db")),
-        &StoreOptions::default(),
-    )
+    // The production runtime, as `toolgate serve` opens it (run kinds, the policy client under
+    // the default network policy, the sandbox executor with this binary as its launcher, the one
+    // pipeline), on a temporary database with the file tools jailed to the same directory.
+    let runtime = Runtime::open(RuntimeOptions {
+        db: Some(DbUrl::Sqlite(dir.path().join("conformance.db"))),
+        root: Some(dir.path().to_path_buf()),
+        approval_hint: Some(toolgate_server::approval_hint()),
+        ..RuntimeOptions::default()
+    })
     .await?;
-    let registry = Arc::new(Registry::new());
-    registry.register_all(toolgate_builtins::builtin_tools(dir.path())?, true)?;
-    registry.register_all(tools(), false)?;
-    let gateway = Gateway::from_parts(registry, store, GatewayOptions::default())?;
+    runtime.registry().register_all(tools(), false)?;
+    let gateway = Gateway::new(runtime, ServerOptions::default())?;
     let shutdown = toolgate_core::CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {

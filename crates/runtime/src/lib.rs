@@ -220,6 +220,13 @@ impl Runtime {
     /// stored definitions and the tools-directory files, and builds the production pipeline.
     /// Definitions that do not load are skipped and named in [`Runtime::warnings`].
     pub async fn open(options: RuntimeOptions) -> Result<Arc<Self>, RuntimeError> {
+        Ok(Self::assemble(Self::prepare(options).await?))
+    }
+
+    /// What [`Runtime::open`] assembles, before the pipeline is built: an embedder or a test
+    /// harness may adjust the parts (principals, a webhook of its own) and then call
+    /// [`Runtime::assemble`].
+    pub async fn prepare(options: RuntimeOptions) -> Result<Parts, RuntimeError> {
         let RuntimeOptions {
             config,
             db,
@@ -360,7 +367,7 @@ impl Runtime {
         };
         let rate_limit = config.rate_limit();
         let approval_ttl = config.approvals.ttl();
-        Ok(Self::assemble(Parts {
+        Ok(Parts {
             config,
             store,
             registry,
@@ -373,7 +380,7 @@ impl Runtime {
             http: Some(Arc::new(http)),
             executor: Some(executor),
             warnings,
-        }))
+        })
     }
 
     /// Builds the runtime and its pipeline from `parts` — the one place a production

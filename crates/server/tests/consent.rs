@@ -104,7 +104,7 @@ async fn a_webhook_reply_that_says_approve_does_not_approve() {
     assert_eq!(*got.lock().unwrap(), 1, "the receiver got no delivery");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(status(&h, &id).await, "pending");
-    assert!(!h._dir.path().join("hooked.txt").exists());
+    assert!(!h.dir.path().join("hooked.txt").exists());
 }
 
 #[tokio::test]
@@ -139,7 +139,7 @@ async fn rest_approves_only_on_the_approve_endpoint() {
     assert_eq!(r.json["status"], "denied");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(status(&h, &id).await, "denied");
-    assert!(!h._dir.path().join("rest.txt").exists());
+    assert!(!h.dir.path().join("rest.txt").exists());
     // And a later approve cannot overturn it.
     let r = h.send(Method::POST, &approve, Some(APPROVER), None).await;
     assert!(r.status.is_client_error(), "{} {}", r.status, r.text);

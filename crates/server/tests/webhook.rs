@@ -487,12 +487,7 @@ async fn pending_approvals_are_announced_again_at_startup() {
 
     // A restart: a new gateway on the same database recovers, and announces what is pending
     // (deliveries in flight at exit are lost with the process; this makes them again).
-    let restarted = toolgate_server::Gateway::from_parts(
-        Arc::new(toolgate_core::Registry::new()),
-        h.second_store().await,
-        with_webhook(&wh),
-    )
-    .unwrap();
+    let restarted = h.another_gateway(with_webhook(&wh)).await;
     restarted.recover_approvals().await.unwrap();
     let got = rx.wait_for(3).await;
     let again = got[2].json();
@@ -509,12 +504,7 @@ async fn pending_approvals_are_announced_again_at_startup() {
     assert_eq!(rx.received().len(), 3);
 
     // Without a webhook nothing is announced.
-    let quiet = toolgate_server::Gateway::from_parts(
-        Arc::new(toolgate_core::Registry::new()),
-        h.second_store().await,
-        GatewayOptions::default(),
-    )
-    .unwrap();
+    let quiet = h.another_gateway(GatewayOptions::default()).await;
     assert_eq!(quiet.announce_pending().await.unwrap(), 0);
     assert_eq!(restarted.announce_pending().await.unwrap(), 1);
     rx.wait_for(4).await;

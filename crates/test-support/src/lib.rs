@@ -4,6 +4,9 @@
 //! - [`pg`]: the PostgreSQL the tests use — its URL ([`pg::url`], overridable with
 //!   `TOOLGATE_TEST_PG_URL`), a schema of their own per run, and the rule for a missing server:
 //!   skipped with a note, or a failure when `CI=true`.
+//! - `server` (feature `server`, for toolgate-server's tests): a gateway over the production
+//!   runtime (sandbox executor, policy client and all) on a temporary SQLite or PostgreSQL
+//!   store, requests through the real router, replies checked against the OpenAPI document.
 //! - [`cli`]: one way to run the `toolgate` binary, isolated from the environment of whoever
 //!   runs the tests (every `TOOLGATE_*` variable and `RUST_LOG` removed).
 //!
@@ -19,3 +22,5 @@
 
 pub mod cli;
 pub mod pg;
+#[cfg(feature = "server")]
+pub mod server;
