@@ -7,10 +7,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::Value;
-use toolgate_core::{Principal, ToolResult};
-use toolgate_store::{Approval, ApprovalStatus, DurableApproval, run_approved};
+use toolgate_core::ToolResult;
+use toolgate_runtime::decide::{Decider, Run};
+use toolgate_runtime::views::ApprovalList;
+use toolgate_store::{Approval, ApprovalStatus, DurableApproval};
 
 use crate::app::App;
 use crate::call::readable;
@@ -25,21 +26,6 @@ pub fn durable(app: &App) -> Arc<DurableApproval> {
             a.id, a.id
         )
     }))
-}
-
-/// The principal an approval runs as, with its grants as configured now.
-pub fn principal_of(app: &App, approval: &Approval) -> anyhow::Result<Principal> {
-    if approval.principal == Principal::local().id.as_str() {
-        return Ok(app.config().principal(None)?);
-    }
-    app.config()
-        .principal(Some(&approval.principal))
-        .with_context(|| {
-            format!(
-                "Approval {} belongs to principal {}, which the config file no longer defines",
-                approval.id, approval.principal
-            )
-        })
 }
 
 pub async fn run(app: &App, cmd: &ApprovalsCommand) -> anyhow::Result<ExitCode> {
@@ -60,11 +46,8 @@ async fn list(app: &App, args: &ApprovalsListArgs) -> anyhow::Result<ExitCode> {
     let approvals = app.store.approvals(status, None, args.limit).await?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "approvals": approvals }))?
-        )?;
+        let list = ApprovalList { approvals };
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     if approvals.is_empty() {
@@ -132,11 +115,19 @@ fn decider() -> String {
 }
 
 async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<ExitCode> {
-    let decided = match app
-        .store
-        .decide_approval(&args.id, approve, &decider(), args.reason.as_deref())
-        .await
-    {
+    let me = crate::definitions::local_principal(app);
+    let actor = decider();
+    let decider = Decider {
+        principal: &me,
+        actor: &actor,
+    };
+    let reason = args.reason.as_deref();
+    let decided = if approve {
+        app.runtime.approve(decider, &args.id, reason).await
+    } else {
+        app.runtime.deny(decider, &args.id, reason).await
+    };
+    let decided = match decided {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{}", toolgate_core::ErrorChain(&e));
@@ -157,10 +148,10 @@ async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<E
 }
 
 /// Runs an approved approval here (once: a runner elsewhere may have claimed it) and prints its
-/// result; or prints the stored result when it already ran.
+/// result; or prints the stored result when it already ran. An approval whose principal the
+/// config no longer defines ends with an `authorization` result (see `Runtime::run_approved`).
 async fn finish(app: &App, approval: &Approval, json: bool) -> anyhow::Result<ExitCode> {
-    let principal = principal_of(app, approval)?;
-    let ran = run_approved(&app.store, app.pipeline(), &approval.id, principal).await?;
+    let ran = app.runtime.run_approved(&approval.id).await?;
     if let Err(e) = app.store.flush_audit().await {
         eprintln!(
             "warning: the call's audit entry could not be written: {}",
@@ -171,8 +162,8 @@ async fn finish(app: &App, approval: &Approval, json: bool) -> anyhow::Result<Ex
         eprintln!("warning: {}", toolgate_core::ErrorChain(&e));
     }
     match ran {
-        Some((_, result)) => print_result(&result, json),
-        None => {
+        Run::Ran { result, .. } => print_result(&result, json),
+        Run::NotClaimed => {
             // Someone else runs it: wait for its result.
             let done = wait_until(app, &approval.id, |s| {
                 s != ApprovalStatus::Approved && s != ApprovalStatus::Running

@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde_json::json;
 use toolgate_core::{CallId, Outcome};
-use toolgate_store::{AuditQuery, AuditRecord, VerifyReport};
+use toolgate_runtime::views::CallFilter;
+use toolgate_store::{AuditRecord, VerifyReport};
 
 use crate::app::App;
 use crate::cli::{AuditArgs, AuditCommand, CallIdArgs};
@@ -27,21 +27,21 @@ fn parse_id(raw: &str) -> anyhow::Result<CallId> {
 }
 
 async fn list(app: &App, args: &AuditArgs) -> anyhow::Result<ExitCode> {
-    let query = AuditQuery {
+    let filter = CallFilter {
         tool: args.tool.clone(),
-        limit: args.limit,
-        ..AuditQuery::default()
+        ..CallFilter::default()
     };
-    let records = app.store.audit(&query).await?;
+    // The local operator reads every principal's calls.
+    let page = app
+        .runtime
+        .calls_page(&filter, args.limit, None, |_, _| true)
+        .await?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&json!({ "calls": records }))?
-        )?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&page)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let records = page.calls;
     if records.is_empty() {
         writeln!(out, "No calls recorded yet.")?;
         return Ok(ExitCode::SUCCESS);
@@ -76,7 +76,7 @@ fn outcome_word(r: &AuditRecord) -> String {
 
 async fn show(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
     let id = parse_id(&args.call_id)?;
-    let Some(call) = app.store.audit_call(id).await? else {
+    let Some(call) = app.runtime.call_detail(id, |_, _| true).await? else {
         eprintln!("error: No call {id} in the audit log");
         return Ok(exit::code(exit::FAILURE));
     };
