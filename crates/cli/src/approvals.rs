@@ -16,9 +16,7 @@ use toolgate_store::{Approval, ApprovalStatus, DurableApproval};
 use crate::app::App;
 use crate::call::readable;
 use crate::cli::{ApprovalIdArgs, ApprovalsCommand, ApprovalsListArgs, DecideArgs};
-
-/// Exit code of a call left waiting for an approval.
-pub const EXIT_PENDING: u8 = 3;
+use crate::exit;
 
 /// The approval handler of a `toolgate call` nobody can answer: a durable approval.
 pub fn durable(app: &App) -> Arc<DurableApproval> {
@@ -44,13 +42,8 @@ async fn list(app: &App, args: &ApprovalsListArgs) -> anyhow::Result<ExitCode> {
         .status
         .as_deref()
         .map(str::parse::<ApprovalStatus>)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
-    let approvals = app
-        .store
-        .approvals(status, None, args.limit)
-        .await
-        .map_err(anyhow::Error::msg)?;
+        .transpose()?;
+    let approvals = app.store.approvals(status, None, args.limit).await?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let list = ApprovalList { approvals };
@@ -110,13 +103,9 @@ async fn show(app: &App, args: &ApprovalIdArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn find(app: &App, id: &str) -> anyhow::Result<Approval> {
-    app.store
-        .approval(id)
-        .await
-        .map_err(anyhow::Error::msg)?
-        .ok_or_else(|| {
-            anyhow::anyhow!("No approval {id} (list them with `toolgate approvals list`)")
-        })
+    app.store.approval(id).await?.ok_or_else(|| {
+        anyhow::anyhow!("No approval {id} (list them with `toolgate approvals list`)")
+    })
 }
 
 /// Who decides from this command line.
@@ -141,12 +130,17 @@ async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<E
     let decided = match decided {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("{e}");
-            return Ok(ExitCode::from(1));
+            eprintln!("{}", toolgate_core::ErrorChain(&e));
+            return Ok(exit::code(exit::FAILURE));
         }
     };
     if !approve {
-        println!("Denied {} ({} will not run).", decided.id, decided.tool);
+        writeln!(
+            std::io::stdout().lock(),
+            "Denied {} ({} will not run).",
+            decided.id,
+            decided.tool
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("Approved {}; running {} now.", decided.id, decided.tool);
@@ -157,16 +151,15 @@ async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<E
 /// result; or prints the stored result when it already ran. An approval whose principal the
 /// config no longer defines ends with an `authorization` result (see `Runtime::run_approved`).
 async fn finish(app: &App, approval: &Approval, json: bool) -> anyhow::Result<ExitCode> {
-    let ran = app
-        .runtime
-        .run_approved(&approval.id)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let ran = app.runtime.run_approved(&approval.id).await?;
     if let Err(e) = app.store.flush_audit().await {
-        eprintln!("warning: the call's audit entry could not be written: {e}");
+        eprintln!(
+            "warning: the call's audit entry could not be written: {}",
+            toolgate_core::ErrorChain(&e)
+        );
     } else if let Err(e) = app.store.checkpoint_audit().await {
         // The signed checkpoint of the log's head (what shows a later cut of this entry).
-        eprintln!("warning: {e}");
+        eprintln!("warning: {}", toolgate_core::ErrorChain(&e));
     }
     match ran {
         Run::Ran { result, .. } => print_result(&result, json),
@@ -188,7 +181,11 @@ pub fn stored_result(approval: &Approval, json: bool) -> anyhow::Result<ExitCode
             match serde_json::from_value::<ToolResult>(result.clone()) {
                 Ok(r) => print_result(&r, json),
                 Err(_) => {
-                    println!("{}", serde_json::to_string_pretty(result)?);
+                    writeln!(
+                        std::io::stdout().lock(),
+                        "{}",
+                        serde_json::to_string_pretty(result)?
+                    )?;
                     Ok(ExitCode::SUCCESS)
                 }
             }
@@ -205,8 +202,8 @@ pub fn stored_result(approval: &Approval, json: bool) -> anyhow::Result<ExitCode
                     _ => "is not finished".to_owned(),
                 }
             );
-            Ok(ExitCode::from(match status {
-                ApprovalStatus::Pending => EXIT_PENDING,
+            Ok(exit::code(match status {
+                ApprovalStatus::Pending => exit::PENDING,
                 _ => 1,
             }))
         }
@@ -223,7 +220,7 @@ fn print_result(result: &ToolResult, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if result.is_ok() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        exit::code(exit::FAILURE)
     })
 }
 

@@ -11,6 +11,7 @@ use toolgate_runtime::definitions::Editor;
 
 use crate::app::{App, Failure};
 use crate::cli::{FileArgs, HistoryArgs, NameArgs};
+use crate::exit;
 
 /// Who changes definitions from this command line.
 const ACTOR: &str = "local";
@@ -22,7 +23,7 @@ fn read(args: &FileArgs) -> Result<ToolDefinition, ExitCode> {
             &args.file.display().to_string(),
             &Failure::from_error(&e, None),
         );
-        ExitCode::from(1)
+        exit::code(exit::FAILURE)
     })
 }
 
@@ -62,12 +63,13 @@ pub async fn add(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
     match app.runtime.add_definition(editor, def.clone()).await {
         Ok(change) => {
             warn_about(&change.warnings);
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "Added {} (version {}, hash {})",
                 def.name,
                 change.stored.version,
                 short(&change.stored.definition_hash)
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Ok(refused(&def, &e)),
@@ -94,10 +96,12 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
             } else {
                 format!("changed: {}", change.changed_fields.join(", "))
             };
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "Updated {} to version {} ({what})",
-                def.name, change.stored.version
-            );
+                def.name,
+                change.stored.version
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Ok(refused(&def, &e)),
@@ -114,15 +118,18 @@ pub async fn remove(app: &App, args: &NameArgs) -> anyhow::Result<ExitCode> {
     };
     match app.runtime.remove_definition(editor, &args.name).await {
         Ok(stored) => {
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "Removed {} (its {} version(s) stay in `toolgate tools history {}`)",
-                args.name, stored.version, args.name
-            );
+                args.name,
+                stored.version,
+                args.name
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(1))
+            eprintln!("error: {}", toolgate_core::ErrorChain(&e));
+            Ok(exit::code(exit::FAILURE))
         }
     }
 }
@@ -130,14 +137,9 @@ pub async fn remove(app: &App, args: &NameArgs) -> anyhow::Result<ExitCode> {
 /// `tools history NAME [--version N] [--json]`.
 pub async fn history(app: &App, args: &HistoryArgs) -> anyhow::Result<ExitCode> {
     let me = local_principal(app);
-    let Some(history) = app
-        .runtime
-        .definition_history(&me, &args.name)
-        .await
-        .map_err(anyhow::Error::msg)?
-    else {
+    let Some(history) = app.runtime.definition_history(&me, &args.name).await? else {
         eprintln!("error: No stored tool named {} has any history", args.name);
-        return Ok(ExitCode::from(1));
+        return Ok(exit::code(exit::FAILURE));
     };
     let versions = &history.versions;
     let mut out = std::io::stdout().lock();
@@ -149,7 +151,7 @@ pub async fn history(app: &App, args: &HistoryArgs) -> anyhow::Result<ExitCode> 
                 args.name,
                 known.join(", ")
             );
-            return Ok(ExitCode::from(1));
+            return Ok(exit::code(exit::FAILURE));
         };
         writeln!(out, "{}", serde_json::to_string_pretty(&v.definition)?)?;
         return Ok(ExitCode::SUCCESS);
@@ -195,7 +197,7 @@ fn refused(def: &ToolDefinition, e: &OpError) -> ExitCode {
         }
         other => eprintln!("error: {other}"),
     }
-    ExitCode::from(1)
+    exit::code(exit::FAILURE)
 }
 
 fn warn_about(warnings: &[toolgate_core::Issue]) {

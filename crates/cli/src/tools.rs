@@ -11,6 +11,7 @@ use toolgate_runtime::views::{ToolDetail, ToolFilter, ToolSummary};
 
 use crate::app::{self, App};
 use crate::cli::{ExportArgs, ExportFormatArg, GlobalArgs, ListArgs, ShowArgs, ValidateArgs};
+use crate::exit;
 
 /// `tools list`.
 pub fn list(app: &App, args: &ListArgs) -> anyhow::Result<ExitCode> {
@@ -108,7 +109,7 @@ pub fn show(app: &App, args: &ShowArgs) -> anyhow::Result<ExitCode> {
             "Tool not found: {} (run `toolgate tools list` to see the registered tools)",
             args.name
         );
-        return Ok(ExitCode::from(1));
+        return Ok(exit::code(exit::FAILURE));
     };
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -300,7 +301,7 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
     Ok(if all_valid {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        exit::code(exit::FAILURE)
     })
 }
 
@@ -375,11 +376,11 @@ pub fn export(app: &App, args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let exported = match toolgate_export::export(&specs, format, &options) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", toolgate_core::ErrorChain(&e));
             // A flag combination that cannot work is a usage error; a tool that cannot be
             // expressed in the format is a finding about the tools.
             let usage = e.kind() == toolgate_export::ExportErrorKind::BadRequest;
-            return Ok(ExitCode::from(if usage { 2 } else { 1 }));
+            return Ok(exit::code(if usage { exit::USAGE } else { exit::FAILURE }));
         }
     };
     for note in &exported.notes {

@@ -14,6 +14,7 @@ use uuid::Uuid;
 /// Why a call failed. Serialized snake_case as `errorKind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The tool does not exist for the caller, or something the tool looks up is missing.
     NotFound,

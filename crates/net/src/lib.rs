@@ -118,6 +118,7 @@ impl NetPolicy {
 
 /// Building a client failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NetError {
     /// The client could not be built; the message says why.
     #[error("Cannot build the HTTP client: {0}")]
@@ -126,6 +127,7 @@ pub enum NetError {
 
 /// What kind of [`NetError`] this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NetErrorKind {
     /// The client could not be built (TLS or resolver set-up).
     Build,
@@ -267,7 +269,7 @@ impl PolicyClient {
             .connect_timeout(policy.timeout().min(Duration::from_secs(10)))
             .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| NetError::Build(e.to_string()))?;
+            .map_err(|e| NetError::Build(toolgate_core::error_chain(&e)))?;
         Ok(Self { client, policy })
     }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use toolgate_core::CancellationToken;
+use toolgate_core::ErrorChain;
 use toolgate_store::{
     Approval, ApprovalCursor, ApprovalStatus, DurableApproval, HintFn, RecoveredApprovals, Store,
     StoreError,
@@ -118,7 +119,7 @@ impl Runtime {
         let runtime = Arc::clone(self);
         self.calls.spawn(async move {
             if let Err(e) = runtime.run_approval_now(&id).await {
-                tracing::error!(approval = %id, error = %e, "an approved call could not be run");
+                tracing::error!(approval = %id, error = %ErrorChain(&e), "an approved call could not be run");
             }
         });
     }
@@ -208,9 +209,11 @@ async fn follow(store: Store, hub: EventHub, mut cursor: ApprovalCursor, stop: C
             Ok(()) => {}
             Err(e) if !failing => {
                 failing = true;
-                tracing::warn!(error = %e, "approval changes could not be read from the store; `approval` events for changes made elsewhere wait until it answers again");
+                tracing::warn!(error = %ErrorChain(&e), "approval changes could not be read from the store; `approval` events for changes made elsewhere wait until it answers again");
             }
-            Err(e) => tracing::debug!(error = %e, "approval changes still cannot be read"),
+            Err(e) => {
+                tracing::debug!(error = %ErrorChain(&e), "approval changes still cannot be read")
+            }
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use toolgate_core::{CoreError, Issue, Principal, Registry, ToolDefinition, ToolSpec};
+use toolgate_core::{CoreError, ErrorChain, Issue, Principal, Registry, ToolDefinition, ToolSpec};
 use toolgate_sandbox::ProgramUser;
 use toolgate_store::{Plan, Store, StoredDefinition};
 
@@ -71,7 +71,7 @@ pub async fn add(
         .await?;
     if let Err(e) = parts.registry.register_definition(def) {
         // Another writer's change reached the registry first (the sync task converges it).
-        tracing::debug!(tool = %spec.name(), error = %e, "registered by sync instead");
+        tracing::debug!(tool = %spec.name(), error = %ErrorChain(&e), "registered by sync instead");
     }
     Ok(change(parts, spec, stored, Vec::new()))
 }
@@ -114,7 +114,7 @@ pub async fn update(
     let spec = checked(parts, editor, def.clone(), true).await?;
     let (stored, changed) = parts.store.update_definition(&spec, editor.actor).await?;
     if let Err(e) = parts.registry.replace_definition(def) {
-        tracing::debug!(tool = %name, error = %e, "replaced by sync instead");
+        tracing::debug!(tool = %name, error = %ErrorChain(&e), "replaced by sync instead");
     }
     Ok(change(parts, spec, stored, changed))
 }
@@ -173,7 +173,9 @@ pub async fn remove(
     match parts.registry.remove(name) {
         Ok(_) | Err(CoreError::NotFound(_)) => {}
         // A dependent registered meanwhile: the sync task removes the tool when it can.
-        Err(e) => tracing::warn!(tool = %name, error = %e, "removed from the store, still served"),
+        Err(e) => {
+            tracing::warn!(tool = %name, error = %ErrorChain(&e), "removed from the store, still served")
+        }
     }
     Ok(removed)
 }
@@ -200,7 +202,7 @@ pub async fn record_validated(store: &Store, spec: &ToolSpec, took: Duration) {
         )
         .await
     {
-        tracing::warn!(tool = %spec.name(), error = %e, "could not record the validated event");
+        tracing::warn!(tool = %spec.name(), error = %ErrorChain(&e), "could not record the validated event");
     }
 }
 

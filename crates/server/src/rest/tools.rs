@@ -10,6 +10,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use toolgate_core::ErrorChain;
 use toolgate_core::{
     Category, Consequence, CoreError, Effect, Permission, RegisteredTool, ToolDefinition,
 };
@@ -147,7 +148,7 @@ fn definition_from(body: &Bytes) -> ApiResult<ToolDefinition> {
 /// A core error as a 422 listing every problem (or the right status for non-validation errors).
 fn invalid_from(e: &CoreError, name: Option<&str>) -> ServerError {
     use toolgate_core::CoreErrorKind as K;
-    let message = e.to_string();
+    let message = ErrorChain(e).to_string();
     match (e.report(), e.kind()) {
         (Some(report), _) => ServerError::Invalid {
             message: format!(
@@ -195,7 +196,7 @@ pub(super) fn op_error(e: OpError) -> ServerError {
         OpError::Forbidden(message) => ServerError::Forbidden(message),
         OpError::Conflict(message) => ServerError::Conflict(message),
         OpError::Store(e) => ServerError::from(e),
-        other => ServerError::Internal(other.to_string()),
+        other => ServerError::Internal(ErrorChain(&other).to_string()),
     }
 }
 
