@@ -9,6 +9,8 @@
 //! sandbox executor. [`Runtime::call`] runs one call in a tracked task that survives its caller;
 //! [`Runtime::drain`] lets calls in flight finish at shutdown.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod approvals;
 mod assembly;
 mod calls;
