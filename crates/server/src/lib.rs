@@ -5,6 +5,8 @@
 //! The only crate that knows HTTP and MCP wire types. It is a front-end over a
 //! [`toolgate_runtime::Runtime`], which assembles toolgate and runs every call.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod auth;
 mod envelope;
 mod error;
