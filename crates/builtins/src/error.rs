@@ -5,6 +5,7 @@ use std::path::Path;
 
 /// Why the built-in tools could not be created.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuiltinError {
     /// The file tools' root does not exist.
     #[error("Root directory not found: {path}")]
@@ -19,6 +20,7 @@ pub enum BuiltinError {
 
 /// Stable, machine-readable class of a [`BuiltinError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuiltinErrorKind {
     /// Something named does not exist.
     NotFound,

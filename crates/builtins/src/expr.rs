@@ -25,6 +25,7 @@ pub const MAX_NESTING: usize = 64;
 
 /// Whether an expression was malformed or its math failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CalcErrorKind {
     /// The expression is empty, too long, too deep or not well-formed.
     Syntax,

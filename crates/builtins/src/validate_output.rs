@@ -60,6 +60,7 @@ pub const MAX_OUTPUT_TYPE_NAME: usize = 64;
 
 /// Why an output type could not be added.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OutputTypeError {
     /// The name is not snake_case or too long.
     #[error(

@@ -7,17 +7,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use serde_json::Value;
-use toolgate_core::{Principal, ToolResult};
-use toolgate_store::{Approval, ApprovalStatus, DurableApproval, run_approved};
+use toolgate_core::ToolResult;
+use toolgate_runtime::decide::{Decider, Run};
+use toolgate_runtime::views::ApprovalList;
+use toolgate_store::{Approval, ApprovalStatus, DurableApproval};
 
 use crate::app::App;
 use crate::call::readable;
 use crate::cli::{ApprovalIdArgs, ApprovalsCommand, ApprovalsListArgs, DecideArgs};
-
-/// Exit code of a call left waiting for an approval.
-pub const EXIT_PENDING: u8 = 3;
+use crate::exit;
 
 /// The approval handler of a `toolgate call` nobody can answer: a durable approval.
 pub fn durable(app: &App) -> Arc<DurableApproval> {
@@ -27,21 +26,6 @@ pub fn durable(app: &App) -> Arc<DurableApproval> {
             a.id, a.id
         )
     }))
-}
-
-/// The principal an approval runs as, with its grants as configured now.
-pub fn principal_of(app: &App, approval: &Approval) -> anyhow::Result<Principal> {
-    if approval.principal == Principal::local().id.as_str() {
-        return Ok(app.config().principal(None)?);
-    }
-    app.config()
-        .principal(Some(&approval.principal))
-        .with_context(|| {
-            format!(
-                "Approval {} belongs to principal {}, which the config file no longer defines",
-                approval.id, approval.principal
-            )
-        })
 }
 
 pub async fn run(app: &App, cmd: &ApprovalsCommand) -> anyhow::Result<ExitCode> {
@@ -58,20 +42,12 @@ async fn list(app: &App, args: &ApprovalsListArgs) -> anyhow::Result<ExitCode> {
         .status
         .as_deref()
         .map(str::parse::<ApprovalStatus>)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
-    let approvals = app
-        .store
-        .approvals(status, None, args.limit)
-        .await
-        .map_err(anyhow::Error::msg)?;
+        .transpose()?;
+    let approvals = app.store.approvals(status, None, args.limit).await?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "approvals": approvals }))?
-        )?;
+        let list = ApprovalList { approvals };
+        writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     if approvals.is_empty() {
@@ -127,13 +103,9 @@ async fn show(app: &App, args: &ApprovalIdArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn find(app: &App, id: &str) -> anyhow::Result<Approval> {
-    app.store
-        .approval(id)
-        .await
-        .map_err(anyhow::Error::msg)?
-        .ok_or_else(|| {
-            anyhow::anyhow!("No approval {id} (list them with `toolgate approvals list`)")
-        })
+    app.store.approval(id).await?.ok_or_else(|| {
+        anyhow::anyhow!("No approval {id} (list them with `toolgate approvals list`)")
+    })
 }
 
 /// Who decides from this command line.
@@ -143,19 +115,32 @@ fn decider() -> String {
 }
 
 async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<ExitCode> {
-    let decided = match app
-        .store
-        .decide_approval(&args.id, approve, &decider(), args.reason.as_deref())
-        .await
-    {
+    let me = crate::definitions::local_principal(app);
+    let actor = decider();
+    let decider = Decider {
+        principal: &me,
+        actor: &actor,
+    };
+    let reason = args.reason.as_deref();
+    let decided = if approve {
+        app.runtime.approve(decider, &args.id, reason).await
+    } else {
+        app.runtime.deny(decider, &args.id, reason).await
+    };
+    let decided = match decided {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("{e}");
-            return Ok(ExitCode::from(1));
+            eprintln!("{}", toolgate_core::ErrorChain(&e));
+            return Ok(exit::code(exit::FAILURE));
         }
     };
     if !approve {
-        println!("Denied {} ({} will not run).", decided.id, decided.tool);
+        writeln!(
+            std::io::stdout().lock(),
+            "Denied {} ({} will not run).",
+            decided.id,
+            decided.tool
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("Approved {}; running {} now.", decided.id, decided.tool);
@@ -163,21 +148,22 @@ async fn decide(app: &App, args: &DecideArgs, approve: bool) -> anyhow::Result<E
 }
 
 /// Runs an approved approval here (once: a runner elsewhere may have claimed it) and prints its
-/// result; or prints the stored result when it already ran.
+/// result; or prints the stored result when it already ran. An approval whose principal the
+/// config no longer defines ends with an `authorization` result (see `Runtime::run_approved`).
 async fn finish(app: &App, approval: &Approval, json: bool) -> anyhow::Result<ExitCode> {
-    let principal = principal_of(app, approval)?;
-    let ran = run_approved(&app.store, app.pipeline(), &approval.id, principal)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let ran = app.runtime.run_approved(&approval.id).await?;
     if let Err(e) = app.store.flush_audit().await {
-        eprintln!("warning: the call's audit entry could not be written: {e}");
+        eprintln!(
+            "warning: the call's audit entry could not be written: {}",
+            toolgate_core::ErrorChain(&e)
+        );
     } else if let Err(e) = app.store.checkpoint_audit().await {
         // The signed checkpoint of the log's head (what shows a later cut of this entry).
-        eprintln!("warning: {e}");
+        eprintln!("warning: {}", toolgate_core::ErrorChain(&e));
     }
     match ran {
-        Some((_, result)) => print_result(&result, json),
-        None => {
+        Run::Ran { result, .. } => print_result(&result, json),
+        Run::NotClaimed => {
             // Someone else runs it: wait for its result.
             let done = wait_until(app, &approval.id, |s| {
                 s != ApprovalStatus::Approved && s != ApprovalStatus::Running
@@ -195,7 +181,11 @@ pub fn stored_result(approval: &Approval, json: bool) -> anyhow::Result<ExitCode
             match serde_json::from_value::<ToolResult>(result.clone()) {
                 Ok(r) => print_result(&r, json),
                 Err(_) => {
-                    println!("{}", serde_json::to_string_pretty(result)?);
+                    writeln!(
+                        std::io::stdout().lock(),
+                        "{}",
+                        serde_json::to_string_pretty(result)?
+                    )?;
                     Ok(ExitCode::SUCCESS)
                 }
             }
@@ -212,8 +202,8 @@ pub fn stored_result(approval: &Approval, json: bool) -> anyhow::Result<ExitCode
                     _ => "is not finished".to_owned(),
                 }
             );
-            Ok(ExitCode::from(match status {
-                ApprovalStatus::Pending => EXIT_PENDING,
+            Ok(exit::code(match status {
+                ApprovalStatus::Pending => exit::PENDING,
                 _ => 1,
             }))
         }
@@ -230,7 +220,7 @@ fn print_result(result: &ToolResult, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if result.is_ok() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        exit::code(exit::FAILURE)
     })
 }
 

@@ -3,12 +3,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde_json::json;
 use toolgate_core::{CallId, Outcome};
-use toolgate_store::{AuditQuery, AuditRecord, VerifyReport};
+use toolgate_runtime::views::CallFilter;
+use toolgate_store::{AuditRecord, VerifyReport};
 
 use crate::app::App;
 use crate::cli::{AuditArgs, AuditCommand, CallIdArgs};
+use crate::exit;
 
 /// `audit`, `audit show`, `audit output`, `audit verify`.
 pub async fn run(app: &App, args: &AuditArgs) -> anyhow::Result<ExitCode> {
@@ -26,21 +27,21 @@ fn parse_id(raw: &str) -> anyhow::Result<CallId> {
 }
 
 async fn list(app: &App, args: &AuditArgs) -> anyhow::Result<ExitCode> {
-    let query = AuditQuery {
+    let filter = CallFilter {
         tool: args.tool.clone(),
-        limit: args.limit,
-        ..AuditQuery::default()
+        ..CallFilter::default()
     };
-    let records = app.store.audit(&query).await.map_err(anyhow::Error::msg)?;
+    // The local operator reads every principal's calls.
+    let page = app
+        .runtime
+        .calls_page(&filter, args.limit, None, |_, _| true)
+        .await?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&json!({ "calls": records }))?
-        )?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&page)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let records = page.calls;
     if records.is_empty() {
         writeln!(out, "No calls recorded yet.")?;
         return Ok(ExitCode::SUCCESS);
@@ -75,9 +76,9 @@ fn outcome_word(r: &AuditRecord) -> String {
 
 async fn show(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
     let id = parse_id(&args.call_id)?;
-    let Some(call) = app.store.audit_call(id).await.map_err(anyhow::Error::msg)? else {
+    let Some(call) = app.runtime.call_detail(id, |_, _| true).await? else {
         eprintln!("error: No call {id} in the audit log");
-        return Ok(ExitCode::from(1));
+        return Ok(exit::code(exit::FAILURE));
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string_pretty(&call)?)?;
@@ -86,7 +87,7 @@ async fn show(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
 
 async fn output(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
     let id = parse_id(&args.call_id)?;
-    match app.store.output(id).await.map_err(anyhow::Error::msg)? {
+    match app.store.output(id).await? {
         Some(bytes) => {
             let mut out = std::io::stdout().lock();
             out.write_all(&bytes)?;
@@ -97,19 +98,19 @@ async fn output(app: &App, args: &CallIdArgs) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "error: No stored output for call {id} (only outputs over 10 KB are kept apart; `toolgate audit show {id}` has the others)"
             );
-            Ok(ExitCode::from(1))
+            Ok(exit::code(exit::FAILURE))
         }
     }
 }
 
 async fn verify(app: &App) -> anyhow::Result<ExitCode> {
-    let report = app.store.verify().await.map_err(anyhow::Error::msg)?;
+    let report = app.store.verify().await?;
     let mut out = std::io::stdout().lock();
     write!(out, "{}", verify_text(&report))?;
     Ok(if report.ok {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        exit::code(exit::FAILURE)
     })
 }
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 use toolgate_core::{
-    ApprovalHandler, CallRequest, CancellationToken, PreApproved, PromptApproval, ToolResult,
+    ApprovalHandler, CallRequest, CancellationToken, ErrorChain, PreApproved, PromptApproval,
+    ToolResult,
 };
 use toolgate_store::ApprovalStatus;
 
@@ -40,7 +41,7 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
             note.set("user:cli");
             on_interrupt.cancel();
             if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
+                crate::exit::now(crate::exit::INTERRUPTED);
             }
         }
     });
@@ -59,10 +60,13 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     let result = app.pipeline().call(request).await;
     // Read-only calls' audit entries are queued for a group commit; write them before exiting.
     if let Err(e) = app.store.flush_audit().await {
-        eprintln!("warning: the call's audit entry could not be written: {e}");
+        eprintln!(
+            "warning: the call's audit entry could not be written: {}",
+            ErrorChain(&e)
+        );
     } else if let Err(e) = app.store.checkpoint_audit().await {
         // The signed checkpoint of the log's head (what shows a later cut of this entry).
-        eprintln!("warning: {e}");
+        eprintln!("warning: {}", ErrorChain(&e));
     }
     if let Some(id) = &result.approval_id {
         return pending(app, args, &result, id).await;
@@ -76,7 +80,7 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
     Ok(if result.is_ok() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        crate::exit::code(crate::exit::FAILURE)
     })
 }
 
@@ -92,8 +96,7 @@ async fn pending(
     let approval = app
         .store
         .approval(id)
-        .await
-        .map_err(anyhow::Error::msg)?
+        .await?
         .ok_or_else(|| anyhow::anyhow!("Approval {id} vanished from the store"))?;
     if approval.status != ApprovalStatus::Pending || args.wait {
         if args.wait && !approval.status.is_final() {
@@ -116,7 +119,7 @@ async fn pending(
             "Approve it with `toolgate approvals approve {id}`, deny it with `toolgate approvals deny {id}`, or re-run with --wait."
         )?;
     }
-    Ok(ExitCode::from(crate::approvals::EXIT_PENDING))
+    Ok(crate::exit::code(crate::exit::PENDING))
 }
 
 /// `--args`: inline JSON, `@FILE`, or `-` for standard input. Must be a JSON object.

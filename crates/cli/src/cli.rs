@@ -4,18 +4,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-const AFTER_HELP: &str = "\
-Exit codes:
-  0  success (a call returned data; every validated file is valid)
-  1  a call returned an error result, a definition file is invalid or unreadable, a tool was
-     not found, a change to the store was refused (plan limit, duplicate, built-in), the tools
-     cannot be exported as asked, or `audit verify` found the log altered
-  2  usage or configuration error (bad flags or config, unreadable --args file, malformed JSON,
-     a database that cannot be opened)
-  3  a call waits for approval: it became (or already was) a durable approval, whose id is
-     printed; decide it with `toolgate approvals approve ID` or `toolgate approvals deny ID`
-  130  a second Ctrl-C quit at once (the first cancels the running call or stops the server)
+/// The text after `--help`'s options: the exit codes (from [`crate::exit::CODES`]) and examples.
+fn after_help() -> String {
+    format!("{}\n{EXAMPLES}", crate::exit::help_section())
+}
 
+const EXAMPLES: &str = "\
 Examples:
   toolgate serve                                   # http://127.0.0.1:7878/mcp and /v1
   toolgate serve --stdio                           # MCP over stdio, for desktop clients
@@ -34,7 +28,7 @@ Logs go to standard error; set TOOLGATE_LOG=debug (or RUST_LOG) for more.";
 /// Defines tools once, validates them, keeps them in a registry and runs every call through one
 /// pipeline: schemas, permissions, human approval, timeouts, cancellation, retries, output limits.
 #[derive(Debug, Parser)]
-#[command(name = "toolgate", version, after_help = AFTER_HELP)]
+#[command(name = "toolgate", version, after_help = after_help())]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,

@@ -1,15 +1,17 @@
 //! `toolgate tools add|update|rm|history`: custom definitions kept in the store, with history.
-//! Validation runs before anything is written; an invalid definition writes nothing.
+//! The changes themselves are `toolgate_runtime::definitions` (the REST API's too): validation
+//! runs before anything is written; an invalid definition writes nothing.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use serde_json::json;
-use toolgate_core::{CoreError, ToolDefinition};
-use toolgate_store::StoredDefinition;
+use toolgate_core::{Principal, ToolDefinition};
+use toolgate_runtime::OpError;
+use toolgate_runtime::definitions::Editor;
 
 use crate::app::{App, Failure};
 use crate::cli::{FileArgs, HistoryArgs, NameArgs};
+use crate::exit;
 
 /// Who changes definitions from this command line.
 const ACTOR: &str = "local";
@@ -21,7 +23,7 @@ fn read(args: &FileArgs) -> Result<ToolDefinition, ExitCode> {
             &args.file.display().to_string(),
             &Failure::from_error(&e, None),
         );
-        ExitCode::from(1)
+        exit::code(exit::FAILURE)
     })
 }
 
@@ -40,35 +42,37 @@ fn report_failure(what: &str, failure: &Failure) {
     }
 }
 
+/// The CLI's principal: the local one, under the plan in force (built-ins outside the plan do
+/// not exist for it).
+pub fn local_principal(app: &App) -> Principal {
+    app.plan.restrict(Principal::local())
+}
+
 /// `tools add FILE`.
 pub async fn add(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
     let def = match read(args) {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    // The registry validates (built-in names, depends_on, the plan's isolation) and refuses
-    // duplicates; only then is anything written.
-    let started = std::time::Instant::now();
-    let spec = match app.registry.register_definition(def.clone()) {
-        Ok(spec) => spec,
-        Err(e) => return Ok(refused(&def.name, &e, &def)),
+    let me = local_principal(app);
+    let editor = Editor {
+        principal: &me,
+        plan: &app.plan,
+        actor: ACTOR,
     };
-    record_validated(app, &spec, started.elapsed()).await;
-    match app.store.insert_definition(&spec, ACTOR, &app.plan).await {
-        Ok(stored) => {
-            warn_about(app, &spec);
-            println!(
+    match app.runtime.add_definition(editor, def.clone()).await {
+        Ok(change) => {
+            warn_about(&change.warnings);
+            writeln!(
+                std::io::stdout().lock(),
                 "Added {} (version {}, hash {})",
                 def.name,
-                stored.version,
-                short(&stored.definition_hash)
-            );
+                change.stored.version,
+                short(&change.stored.definition_hash)
+            )?;
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(1))
-        }
+        Err(e) => Ok(refused(&def, &e)),
     }
 }
 
@@ -78,103 +82,66 @@ pub async fn update(app: &App, args: &FileArgs) -> anyhow::Result<ExitCode> {
         Ok(d) => d,
         Err(code) => return Ok(code),
     };
-    if app
-        .store
-        .definition(&def.name)
-        .await
-        .map_err(anyhow::Error::msg)?
-        .is_none()
-    {
-        let hint = match app.registry.get(&def.name).filter(|_| app.sees(&def.name)) {
-            Some(t) if t.is_builtin() => {
-                "it is a built-in tool, which cannot be changed; define a tool with another name"
-                    .to_owned()
-            }
-            Some(_) => {
-                "it comes from --tools-dir, not the store; add it with `toolgate tools add` first"
-                    .to_owned()
-            }
-            None => "add it first with `toolgate tools add`".to_owned(),
-        };
-        eprintln!("error: No stored tool named {}: {hint}", def.name);
-        return Ok(ExitCode::from(1));
-    }
-    let started = std::time::Instant::now();
-    let spec = match app.registry.replace_definition(def.clone()) {
-        Ok(spec) => spec,
-        Err(e) => return Ok(refused(&def.name, &e, &def)),
+    let me = local_principal(app);
+    let editor = Editor {
+        principal: &me,
+        plan: &app.plan,
+        actor: ACTOR,
     };
-    record_validated(app, &spec, started.elapsed()).await;
-    match app.store.update_definition(&spec, ACTOR).await {
-        Ok((stored, changed)) => {
-            warn_about(app, &spec);
-            let what = if changed.is_empty() {
+    match app.runtime.update_definition(editor, def.clone()).await {
+        Ok(change) => {
+            warn_about(&change.warnings);
+            let what = if change.changed_fields.is_empty() {
                 "nothing changed".to_owned()
             } else {
-                format!("changed: {}", changed.join(", "))
+                format!("changed: {}", change.changed_fields.join(", "))
             };
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "Updated {} to version {} ({what})",
-                def.name, stored.version
-            );
+                def.name,
+                change.stored.version
+            )?;
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(1))
-        }
+        Err(e) => Ok(refused(&def, &e)),
     }
 }
 
 /// `tools rm NAME`.
 pub async fn remove(app: &App, args: &NameArgs) -> anyhow::Result<ExitCode> {
-    if app.sees(&args.name) && app.registry.get(&args.name).is_some_and(|t| t.is_builtin()) {
-        eprintln!("error: Built-in tool {} cannot be removed", args.name);
-        return Ok(ExitCode::from(1));
-    }
-    if app
-        .store
-        .definition(&args.name)
-        .await
-        .map_err(anyhow::Error::msg)?
-        .is_none()
-    {
-        eprintln!(
-            "error: No stored tool named {} (see `toolgate tools list`)",
-            args.name
-        );
-        return Ok(ExitCode::from(1));
-    }
-    if let Err(e @ CoreError::InUse { .. }) = app.registry.remove(&args.name) {
-        eprintln!("error: {e}");
-        return Ok(ExitCode::from(1));
-    }
-    match app.store.delete_definition(&args.name, ACTOR).await {
+    let me = local_principal(app);
+    let editor = Editor {
+        principal: &me,
+        plan: &app.plan,
+        actor: ACTOR,
+    };
+    match app.runtime.remove_definition(editor, &args.name).await {
         Ok(stored) => {
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "Removed {} (its {} version(s) stay in `toolgate tools history {}`)",
-                args.name, stored.version, args.name
-            );
+                args.name,
+                stored.version,
+                args.name
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            Ok(ExitCode::from(1))
+            eprintln!("error: {}", toolgate_core::ErrorChain(&e));
+            Ok(exit::code(exit::FAILURE))
         }
     }
 }
 
 /// `tools history NAME [--version N] [--json]`.
 pub async fn history(app: &App, args: &HistoryArgs) -> anyhow::Result<ExitCode> {
-    let versions = app
-        .store
-        .history(&args.name)
-        .await
-        .map_err(anyhow::Error::msg)?;
-    if versions.is_empty() {
+    let me = local_principal(app);
+    let Some(history) = app.runtime.definition_history(&me, &args.name).await? else {
         eprintln!("error: No stored tool named {} has any history", args.name);
-        return Ok(ExitCode::from(1));
-    }
+        return Ok(exit::code(exit::FAILURE));
+    };
+    let versions = &history.versions;
     let mut out = std::io::stdout().lock();
     if let Some(n) = args.version {
         let Some(v) = versions.iter().find(|v| v.version == n) else {
@@ -184,18 +151,13 @@ pub async fn history(app: &App, args: &HistoryArgs) -> anyhow::Result<ExitCode> 
                 args.name,
                 known.join(", ")
             );
-            return Ok(ExitCode::from(1));
+            return Ok(exit::code(exit::FAILURE));
         };
         writeln!(out, "{}", serde_json::to_string_pretty(&v.definition)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.json {
-        let items: Vec<_> = versions.iter().map(version_json).collect();
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&json!({ "name": args.name, "versions": items }))?
-        )?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&history)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(
@@ -226,49 +188,20 @@ pub async fn history(app: &App, args: &HistoryArgs) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-fn version_json(v: &StoredDefinition) -> serde_json::Value {
-    json!({
-        "version": v.version,
-        "definitionHash": v.definition_hash,
-        "createdAt": v.created_at,
-        "createdBy": v.created_by,
-        "deletedAt": v.deleted_at,
-        "definition": v.definition,
-    })
-}
-
-/// Writes the "validated" definition event (seed 003 §11). A failure to record it is reported
-/// but does not undo the command.
-pub async fn record_validated(
-    app: &App,
-    spec: &toolgate_core::ToolSpec,
-    took: std::time::Duration,
-) {
-    let parameters = spec
-        .input_schema()
-        .get("properties")
-        .and_then(serde_json::Value::as_object)
-        .map_or(0, serde_json::Map::len);
-    if let Err(e) = app
-        .store
-        .record_validated(spec.name().as_str(), spec.category(), parameters, took)
-        .await
-    {
-        eprintln!("warning: could not record the validation event: {e}");
+/// Reports a refused change: every problem of a definition the registry refused (a built-in
+/// name or a duplicate together with the definition's other problems), else the message.
+fn refused(def: &ToolDefinition, e: &OpError) -> ExitCode {
+    match e {
+        OpError::Refused { error, .. } => {
+            report_failure(&def.name, &Failure::from_error(error, Some(def)));
+        }
+        other => eprintln!("error: {other}"),
     }
+    exit::code(exit::FAILURE)
 }
 
-fn refused(name: &str, e: &CoreError, def: &ToolDefinition) -> ExitCode {
-    report_failure(name, &Failure::from_error(e, Some(def)));
-    ExitCode::from(1)
-}
-
-fn warn_about(app: &App, spec: &toolgate_core::ToolSpec) {
-    for w in spec
-        .warnings()
-        .iter()
-        .chain(&crate::app::access_warnings(app, spec))
-    {
+fn warn_about(warnings: &[toolgate_core::Issue]) {
+    for w in warnings {
         eprintln!("warning: {w}");
     }
 }

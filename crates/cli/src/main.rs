@@ -1,6 +1,8 @@
 //! The `toolgate` binary: parses the command line, runs the command, maps outcomes to exit codes
-//! (0 success, 1 error result or invalid definition, 2 usage or configuration error, 3 a call
-//! waits for approval, 130 a second Ctrl-C).
+//! (every one is in [`exit`]: 0 success, 1 error result or invalid definition, 2 usage or
+//! configuration error, 3 a call waits for approval, 130 a second Ctrl-C). An error prints with
+//! its whole chain of causes; a closed standard output (`toolgate audit | head -1`) ends the run
+//! quietly with 0.
 
 mod app;
 mod approvals;
@@ -8,6 +10,7 @@ mod audit;
 mod call;
 mod cli;
 mod definitions;
+mod exit;
 mod output_types;
 mod prompt;
 mod serve;
@@ -16,6 +19,7 @@ mod tools;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
+use toolgate_core::ErrorChain;
 use tracing_subscriber::EnvFilter;
 
 use crate::app::App;
@@ -31,7 +35,8 @@ fn main() -> ExitCode {
     // sandbox's PID namespace, its network bridge, its user-id mapper, or a worker running one
     // in-process tool inside the sandbox (see toolgate-sandbox).
     if let Some(code) = toolgate_sandbox::hidden_main(toolgate_runtime::worker_tools) {
-        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        // The sandboxed program's own status, passed through.
+        return ExitCode::from(u8::try_from(code).unwrap_or(exit::FAILURE));
     }
     // `--help` shows where the default database lives on this machine.
     let default_db = toolgate_runtime::default_db_path();
@@ -61,7 +66,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
+            return exit::code(exit::USAGE);
         }
     };
     let outcome = runtime.block_on(run(cli));
@@ -70,9 +75,12 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match outcome {
         Ok(code) => code,
+        // `head` and the like close the pipe once they have read enough: not an error.
+        Err(e) if exit::is_broken_pipe(&e) => exit::code(exit::SUCCESS),
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            // `{:#}`'s chain of causes, without a cause its error already repeats.
+            eprintln!("error: {}", ErrorChain(e.as_ref()));
+            exit::code(exit::USAGE)
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `toolgate serve` (MCP over Streamable HTTP or stdio, the REST API and the web UI) and
 //! `toolgate token`.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -108,7 +109,7 @@ fn watch_signals(shutdown: CancellationToken, gateway: Arc<Gateway>, grace: u64)
                 shutdown.cancel();
             } else {
                 eprintln!("toolgate: quitting now");
-                std::process::exit(130);
+                crate::exit::now(crate::exit::INTERRUPTED);
             }
         }
     });
@@ -147,8 +148,9 @@ pub fn token() -> anyhow::Result<ExitCode> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    println!("token:        {token}");
-    println!("token_sha256: {hash}");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "token:        {token}")?;
+    writeln!(out, "token_sha256: {hash}")?;
     eprintln!(
         "\nGive the token to the client (Authorization: Bearer TOKEN) and put only its hash in the config file:\n\n  [principals.NAME]\n  token_sha256 = \"{hash}\"\n  grants = [\"tool.*\"]\n\nThe token is not stored anywhere; keep it secret."
     );

@@ -5,72 +5,51 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use toolgate_core::{CoreError, Query, RegisteredTool, ToolDefinition, ToolSpec};
+use toolgate_core::{CoreError, RegisteredTool, ToolDefinition, ToolSpec};
 use toolgate_export::{ExportFormat, ExportOptions};
+use toolgate_runtime::views::{ToolDetail, ToolFilter, ToolSummary};
 
 use crate::app::{self, App};
 use crate::cli::{ExportArgs, ExportFormatArg, GlobalArgs, ListArgs, ShowArgs, ValidateArgs};
+use crate::exit;
 
 /// `tools list`.
 pub fn list(app: &App, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let mut query = Query {
+    let filter = ToolFilter {
         category: args.category,
         effect: args.effect,
         consequence: args.consequence,
         tag: args.tag.clone(),
         text: args.search.clone(),
-        limit: toolgate_core::registry::MAX_PAGE,
-        cursor: None,
+        builtin: None,
     };
-    let mut tools = Vec::new();
-    loop {
-        let page = app.registry.list(&query)?;
-        tools.extend(
-            page.items
-                .into_iter()
-                .filter(|t| app.sees(t.spec().name().as_str())),
-        );
-        match page.next_cursor {
-            Some(c) => query.cursor = Some(c),
-            None => break,
-        }
-    }
+    let me = crate::definitions::local_principal(app);
+    let page = app.runtime.all_tools(&me, &filter)?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        let items: Vec<Value> = tools.iter().map(summary).collect();
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&json!({ "tools": items }))?
-        )?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&page)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    if tools.is_empty() {
+    if page.tools.is_empty() {
         writeln!(out, "No tools match.")?;
         return Ok(ExitCode::SUCCESS);
     }
-    write!(out, "{}", table(&tools))?;
+    write!(out, "{}", table(&page.tools))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// The table `tools list` prints.
-pub fn table(tools: &[RegisteredTool]) -> String {
+pub fn table(tools: &[ToolSummary]) -> String {
     let rows: Vec<[String; 6]> = tools
         .iter()
         .map(|t| {
-            let s = t.spec();
             [
-                s.name().to_string(),
-                s.category().to_string(),
-                s.effect().to_string(),
-                s.consequence().to_string(),
-                if s.requires_confirmation() {
-                    "yes"
-                } else {
-                    "no"
-                }
-                .to_owned(),
-                first_sentence(s.description(), 60),
+                t.name.clone(),
+                t.category.to_string(),
+                t.effect.to_string(),
+                t.consequence.to_string(),
+                if t.requires_confirmation { "yes" } else { "no" }.to_owned(),
+                first_sentence(&t.description, 60),
             ]
         })
         .collect();
@@ -122,42 +101,24 @@ fn first_sentence(text: &str, max: usize) -> String {
     }
 }
 
-fn summary(t: &RegisteredTool) -> Value {
-    let s = t.spec();
-    json!({
-        "name": s.name().as_str(),
-        "title": s.definition().title,
-        "description": s.description(),
-        "category": s.category(),
-        "effect": s.effect(),
-        "consequence": s.consequence(),
-        "requiresConfirmation": s.requires_confirmation(),
-        "tags": s.tags(),
-        "builtin": t.is_builtin(),
-        "implemented": t.handler().is_some(),
-        "definitionHash": s.definition_hash(),
-    })
-}
-
 /// `tools show`.
 pub fn show(app: &App, args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let Some(tool) = app
-        .registry
-        .get(&args.name)
-        .filter(|_| app.sees(&args.name))
-    else {
+    let me = crate::definitions::local_principal(app);
+    let Some(tool) = app.runtime.visible_tool(&me, &args.name) else {
         eprintln!(
             "Tool not found: {} (run `toolgate tools list` to see the registered tools)",
             args.name
         );
-        return Ok(ExitCode::from(1));
+        return Ok(exit::code(exit::FAILURE));
     };
     let mut out = std::io::stdout().lock();
     if args.json {
+        // The `definition` of the tool's detail view: a definition file that can be edited and
+        // added again (the rest of the view is derived from it).
         writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(tool.spec().definition())?
+            serde_json::to_string_pretty(&ToolDetail::of(&tool, None).definition)?
         )?;
     } else {
         write!(out, "{}", describe_tool(&tool))?;
@@ -303,7 +264,7 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
     let per_file = started.elapsed() / u32::try_from(results.len().max(1)).unwrap_or(u32::MAX);
     for loaded in &results {
         if let Ok(spec) = &loaded.outcome {
-            crate::definitions::record_validated(&app, spec, per_file).await;
+            toolgate_runtime::definitions::record_validated(&app.store, spec, per_file).await;
         }
     }
     let order: Vec<&std::path::PathBuf> = args.files.iter().collect();
@@ -340,7 +301,7 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
     Ok(if all_valid {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        exit::code(exit::FAILURE)
     })
 }
 
@@ -415,11 +376,11 @@ pub fn export(app: &App, args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let exported = match toolgate_export::export(&specs, format, &options) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", toolgate_core::ErrorChain(&e));
             // A flag combination that cannot work is a usage error; a tool that cannot be
             // expressed in the format is a finding about the tools.
             let usage = e.kind() == toolgate_export::ExportErrorKind::BadRequest;
-            return Ok(ExitCode::from(if usage { 2 } else { 1 }));
+            return Ok(exit::code(if usage { exit::USAGE } else { exit::FAILURE }));
         }
     };
     for note in &exported.notes {

@@ -13,6 +13,7 @@ use uuid::Uuid;
 /// Why a call failed. Serialized snake_case as `errorKind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ErrorKind {
     NotFound,
     Validation,

@@ -8,6 +8,7 @@ use crate::validate::ValidationReport;
 /// What went wrong in a core library operation (not a tool call: calls never fail, they return
 /// a [`crate::ToolResult`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CoreError {
     #[error("Could not parse {format} definition: {message}")]
     Parse {
@@ -19,7 +20,9 @@ pub enum CoreError {
         format: &'static str,
         message: String,
     },
-    #[error("{path}: {source}")]
+    /// An error reading the definition at `path`; the error is the source (not repeated in
+    /// this message: render the whole chain with [`ErrorChain`]).
+    #[error("{path}")]
     InFile {
         path: String,
         #[source]
@@ -56,6 +59,7 @@ fn name_suffix(name: &str) -> String {
 
 /// Stable, machine-readable class of a [`CoreError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CoreErrorKind {
     Parse,
     Io,
@@ -192,3 +196,69 @@ impl ToolError {
 
 /// The exact message of a cancelled call (seed 000's AbortSignal contract).
 pub const CANCELLED_MESSAGE: &str = "Request was cancelled";
+
+/// Displays an error followed by each of its sources, joined with `": "` — the whole message
+/// for places where an error becomes text (a JSON error message, an error result, a warning),
+/// since an error's own `Display` does not repeat its source.
+///
+/// A source whose text the message already ends with is left out (some libraries, `sqlx` among
+/// them, both repeat and return their source).
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut message = self.0.to_string();
+        let mut next = self.0.source();
+        while let Some(source) = next {
+            let text = source.to_string();
+            if !text.is_empty() && !message.ends_with(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            next = source.source();
+        }
+        f.write_str(&message)
+    }
+}
+
+impl std::fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// The error and its sources as one message (see [`ErrorChain`]).
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    ErrorChain(error).to_string()
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("inner failed")]
+    struct Inner;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("while {0}")]
+    struct Repeats(String, #[source] Inner);
+
+    #[test]
+    fn the_chain_joins_sources_once() {
+        let e = CoreError::Parse {
+            format: "JSON",
+            message: "bad".into(),
+        }
+        .at_path(Path::new("a.json"));
+        assert_eq!(e.to_string(), "a.json");
+        assert_eq!(
+            error_chain(&e),
+            "a.json: Could not parse JSON definition: bad"
+        );
+        // A source the message already ends with is not repeated.
+        let e = Repeats("inner failed".into(), Inner);
+        assert_eq!(error_chain(&e), "while inner failed");
+    }
+}

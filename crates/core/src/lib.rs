@@ -30,7 +30,7 @@ pub use definition::{
     RunSpec, SafetyLevel, ToolDefinition,
 };
 pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
-pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ToolError};
+pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ErrorChain, ToolError, error_chain};
 pub use format::Format;
 pub use names::{MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAMES, ToolName};
 pub use origin::{CallOrigin, CancelNote, MAX_ORIGIN_FIELD_CHARS};

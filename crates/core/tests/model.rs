@@ -1064,7 +1064,7 @@ fn load_reads_files_by_extension() {
     std::fs::write(&bad, r#"{"name": "x", "nope": 1}"#).unwrap();
     let err = ToolDefinition::load(&bad).unwrap_err();
     assert_eq!(err.kind(), CoreErrorKind::Parse);
-    let message = err.to_string();
+    let message = toolgate_core::error_chain(&err);
     assert!(
         message.contains("bad.json") && message.contains("nope"),
         "{message}"

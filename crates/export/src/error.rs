@@ -5,6 +5,7 @@ use crate::ExportFormat;
 
 /// Why an export failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExportError {
     /// The format name is not one of [`ExportFormat::ALL`].
     #[error(
@@ -71,6 +72,7 @@ pub enum ExportError {
 
 /// Stable, machine-readable class of an [`ExportError`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ExportErrorKind {
     /// Bad request: unknown format or option combination.
     BadRequest,

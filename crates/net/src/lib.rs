@@ -114,6 +114,7 @@ impl NetPolicy {
 
 /// Building a client failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NetError {
     #[error("Cannot build the HTTP client: {0}")]
     Build(String),
@@ -121,6 +122,7 @@ pub enum NetError {
 
 /// What kind of [`NetError`] this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NetErrorKind {
     Build,
 }
@@ -256,7 +258,7 @@ impl PolicyClient {
             .connect_timeout(policy.timeout().min(Duration::from_secs(10)))
             .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| NetError::Build(e.to_string()))?;
+            .map_err(|e| NetError::Build(toolgate_core::error_chain(&e)))?;
         Ok(Self { client, policy })
     }
 

@@ -10,13 +10,15 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use toolgate_core::CancellationToken;
+use toolgate_core::ErrorChain;
 use toolgate_store::{
     Approval, ApprovalCursor, ApprovalStatus, DurableApproval, HintFn, RecoveredApprovals, Store,
-    StoreError, run_approved,
+    StoreError,
 };
 
 use crate::error::RuntimeError;
 use crate::events::{EventHub, HubEvent};
+use crate::{OpError, OpErrorKind};
 use crate::{Runtime, Webhook};
 
 /// How a pending approval can be decided when the front-end names no way of its own: the
@@ -110,41 +112,25 @@ impl Runtime {
     }
 
     /// Runs approval `id` in a tracked task if it is approved (once: the store's claim decides
-    /// who runs it). The principal's grants are those configured now; a principal that no
-    /// longer exists gets an `authorization` result and nothing runs.
+    /// who runs it), with `toolgate_runtime::decide::run_approved`: the principal's grants are
+    /// those configured now; a principal that no longer exists gets an `authorization` result
+    /// and nothing runs.
     pub fn run_approval(self: &Arc<Self>, id: String) {
         let runtime = Arc::clone(self);
         self.calls.spawn(async move {
             if let Err(e) = runtime.run_approval_now(&id).await {
-                tracing::error!(approval = %id, error = %e, "an approved call could not be run");
+                tracing::error!(approval = %id, error = %ErrorChain(&e), "an approved call could not be run");
             }
         });
     }
 
     async fn run_approval_now(&self, id: &str) -> Result<(), RuntimeError> {
-        let store = self.store();
-        let Some(approval) = store.approval(id).await? else {
-            return Ok(());
-        };
-        let Some(entry) = self.principals().get(&approval.principal) else {
-            // Claim it so it never runs, and record why.
-            if store.claim_approval(id).await?.is_some() {
-                let result = json!({
-                    "tool": approval.tool,
-                    "callId": approval.call_id,
-                    "error": format!("Principal {} is no longer configured, so its approved call to {} was not run", approval.principal, approval.tool),
-                    "errorKind": "authorization",
-                });
-                let done = store.finish_approval(id, &result).await?;
-                self.publish_approval(&done);
-            }
-            return Ok(());
-        };
-        let principal = entry.restricted();
-        if let Some((done, _)) = run_approved(store, &self.pipeline, id, principal).await? {
-            self.publish_approval(&done);
+        match self.run_approved(id).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == OpErrorKind::NotFound => Ok(()),
+            Err(OpError::Store(e)) => Err(e.into()),
+            Err(e) => Err(RuntimeError::Internal(e.to_string())),
         }
-        Ok(())
     }
 
     /// At startup: calls interrupted mid-run become `indeterminate` (never re-run), approved
@@ -223,9 +209,11 @@ async fn follow(store: Store, hub: EventHub, mut cursor: ApprovalCursor, stop: C
             Ok(()) => {}
             Err(e) if !failing => {
                 failing = true;
-                tracing::warn!(error = %e, "approval changes could not be read from the store; `approval` events for changes made elsewhere wait until it answers again");
+                tracing::warn!(error = %ErrorChain(&e), "approval changes could not be read from the store; `approval` events for changes made elsewhere wait until it answers again");
             }
-            Err(e) => tracing::debug!(error = %e, "approval changes still cannot be read"),
+            Err(e) => {
+                tracing::debug!(error = %ErrorChain(&e), "approval changes still cannot be read")
+            }
         }
     }
 }

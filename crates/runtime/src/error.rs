@@ -155,7 +155,8 @@ impl RuntimeError {
                 StoreErrorKind::PlanLimit => RuntimeErrorKind::Forbidden,
                 StoreErrorKind::Invalid => RuntimeErrorKind::Invalid,
                 StoreErrorKind::Unavailable => RuntimeErrorKind::Unavailable,
-                StoreErrorKind::Corrupt => RuntimeErrorKind::Internal,
+                // Corrupt data, and any kind the store adds later.
+                _ => RuntimeErrorKind::Internal,
             },
             Self::Core(e) => match e.kind() {
                 CoreErrorKind::NotFound => RuntimeErrorKind::NotFound,

@@ -8,6 +8,11 @@
 //! webhook), the audit stage and observer, the event hub, the network-policy HTTP client and the
 //! sandbox executor. [`Runtime::call`] runs one call in a tracked task that survives its caller;
 //! [`Runtime::drain`] lets calls in flight finish at shutdown.
+//!
+//! The use cases: [`definitions`] (add, update, remove a custom definition), [`decide`]
+//! (approve, deny, run an approved call) and [`views`] (the typed list and show views whose JSON
+//! is the one shape the CLI's `--json`, the REST API and the web UI share). Their refusals are
+//! [`OpError`]s.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -15,10 +20,14 @@ mod approvals;
 mod assembly;
 mod calls;
 mod config;
+pub mod decide;
+pub mod definitions;
 mod error;
 mod events;
+mod op_error;
 mod plans;
 mod principals;
+pub mod views;
 mod webhook;
 
 use std::path::PathBuf;
@@ -46,6 +55,7 @@ pub use config::{
 };
 pub use error::{RuntimeError, RuntimeErrorKind};
 pub use events::{EventHub, HubEvent};
+pub use op_error::{OpError, OpErrorKind};
 pub use plans::StorePlans;
 pub use principals::{PrincipalEntry, Principals};
 pub use webhook::{

@@ -13,7 +13,7 @@ pub struct StorePlans(pub Store);
 
 /// A store failure as the tool error a caller sees.
 fn tool_error(e: StoreError) -> ToolError {
-    let message = format!("The plan store failed: {e}");
+    let message = format!("The plan store failed: {}", toolgate_core::ErrorChain(&e));
     match e.kind() {
         StoreErrorKind::Unavailable => ToolError::unavailable(message),
         StoreErrorKind::Invalid => ToolError::validation(message),

@@ -4,6 +4,7 @@ use toolgate_core::{ErrorKind, ToolError};
 
 /// Why a sandboxed run could not produce an output.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SandboxError {
     /// The host cannot enforce the requested isolation level (never run weaker than asked).
     #[error("{0}")]
@@ -24,6 +25,7 @@ pub enum SandboxError {
 
 /// The kind of a [`SandboxError`], for callers that branch on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SandboxErrorKind {
     Unavailable,
     Spawn,

@@ -5,10 +5,12 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use toolgate_core::ErrorChain;
 use toolgate_core::ValidationReport;
 
 /// What went wrong, broadly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerErrorKind {
     /// A malformed or unacceptable request (400 `bad_request`).
     BadRequest,
@@ -93,6 +95,7 @@ impl ServerErrorKind {
 
 /// An error the server reports to a client, or one that stops it from starting.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     /// A malformed or unacceptable request; the message says what to change.
     #[error("{0}")]
@@ -152,7 +155,7 @@ impl ServerError {
 impl From<toolgate_store::StoreError> for ServerError {
     fn from(e: toolgate_store::StoreError) -> Self {
         use toolgate_store::StoreErrorKind as K;
-        let message = e.to_string();
+        let message = ErrorChain(&e).to_string();
         match e.kind() {
             K::NotFound => Self::NotFound(message),
             K::Conflict => Self::Conflict(message),

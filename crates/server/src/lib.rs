@@ -428,7 +428,7 @@ impl From<RuntimeError> for ServerError {
         match e {
             RuntimeError::Store(e) => e.into(),
             e => {
-                let message = e.to_string();
+                let message = toolgate_core::ErrorChain(&e).to_string();
                 match e.kind() {
                     RuntimeErrorKind::NotFound => Self::NotFound(message),
                     RuntimeErrorKind::Forbidden => Self::Forbidden(message),

@@ -24,6 +24,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
+use toolgate_core::ErrorChain;
 use toolgate_core::{
     ApprovalHandler, ApprovalRequest, BoxFuture, CallRequest, CancellationToken, ClientBridge,
     Decision, ElicitAnswer, LogLevel, Outcome, ProgressSink, SamplingReply, SamplingRequest,
@@ -470,7 +471,10 @@ impl ClientBridge for Bridge {
             let params: CreateMessageRequestParams = serde_json::from_value(params)
                 .map_err(|e| ToolError::execution(format!("Invalid sampling request: {e}")))?;
             let reply = self.peer.create_message(params).await.map_err(|e| {
-                ToolError::execution(format!("The MCP client's sampling request failed: {e}"))
+                ToolError::execution(format!(
+                    "The MCP client's sampling request failed: {}",
+                    ErrorChain(&e)
+                ))
             })?;
             let wire = serde_json::to_value(&reply).unwrap_or(Value::Null);
             let text = match &wire["content"] {
@@ -512,7 +516,10 @@ impl ClientBridge for Bridge {
                 ))
             })?;
             let answer = self.peer.create_elicitation(params).await.map_err(|e| {
-                ToolError::execution(format!("The MCP client's elicitation request failed: {e}"))
+                ToolError::execution(format!(
+                    "The MCP client's elicitation request failed: {}",
+                    ErrorChain(&e)
+                ))
             })?;
             Ok(match answer.action {
                 ElicitationAction::Accept => match answer.content {
@@ -681,7 +688,12 @@ pub(crate) async fn serve_stdio(
     let running = handler
         .serve_with_ct(rmcp::transport::io::stdio(), shutdown)
         .await
-        .map_err(|e| ServerError::Internal(format!("MCP over stdio failed to start: {e}")))?;
+        .map_err(|e| {
+            ServerError::Internal(format!(
+                "MCP over stdio failed to start: {}",
+                ErrorChain(&e)
+            ))
+        })?;
     running
         .waiting()
         .await

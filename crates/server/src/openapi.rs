@@ -376,6 +376,7 @@ fn schemas() -> Value {
         "category": { "type": "string" }, "effect": { "enum": ["read", "write", "delete", "side_effect"] },
         "consequence": { "enum": ["low", "medium", "high"] }, "requiresConfirmation": { "type": "boolean" },
         "tags": { "type": "array", "items": { "type": "string" } }, "builtin": { "type": "boolean" },
+        "implemented": { "type": "boolean", "description": "Whether calls run something (a built-in, a run kind, a handler); a definition without one answers every call unavailable" },
         "definitionHash": { "type": "string", "pattern": "^[0-9a-f]{64}$" }, "version": { "type": "string" }
     });
     let summary_required = json!([
@@ -387,6 +388,7 @@ fn schemas() -> Value {
         "requiresConfirmation",
         "tags",
         "builtin",
+        "implemented",
         "definitionHash"
     ]);
     let mut detail_props = summary_props.clone();

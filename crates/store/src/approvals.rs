@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_core::CallOrigin;
+use toolgate_core::ErrorChain;
 
 use crate::error::StoreError;
 use crate::{Store, from_json, now, on_pool, parse_ts, ts, write_tx};
@@ -621,7 +622,7 @@ impl Store {
             )) {
                 Ok(a) => changed.push(a),
                 Err(e) => {
-                    tracing::warn!(approval = %id, error = %e, "a changed approval could not be read; skipped")
+                    tracing::warn!(approval = %id, error = %ErrorChain(&e), "a changed approval could not be read; skipped")
                 }
             }
         }

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use tokio::sync::{Mutex, Notify};
 use toolgate_core::CancellationToken;
+use toolgate_core::ErrorChain;
 
 use crate::error::StoreError;
 use crate::{DbUrl, Inner, Store, now, on_pool, ts};
@@ -172,6 +173,7 @@ pub struct CheckpointProblem {
 /// What is wrong with a checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CheckpointProblemKind {
     /// Its MAC does not match the key: forged, or signed with another key.
     Forged,
@@ -311,7 +313,7 @@ impl Checkpointer {
                 }
                 let Some(inner) = store.upgrade() else { return };
                 if let Err(e) = (Store { inner }).checkpoint_head().await {
-                    tracing::error!(error = %e, "the audit checkpoint could not be written");
+                    tracing::error!(error = %ErrorChain(&e), "the audit checkpoint could not be written");
                 }
                 tokio::select! {
                     () = tokio::time::sleep(THROTTLE) => {}

@@ -4,6 +4,7 @@ use std::fmt;
 
 /// The class of a [`StoreError`], for callers that map errors to exit codes or HTTP statuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum StoreErrorKind {
     /// The tool (or call) does not exist.
     NotFound,
@@ -32,8 +33,10 @@ impl fmt::Display for StoreErrorKind {
     }
 }
 
-/// A store failure. Messages never contain a database password.
+/// A store failure. Messages never contain a database password. A variant with a `source`
+/// does not repeat it in its message: render the chain with [`toolgate_core::ErrorChain`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// `DbUrl::parse` refused the text.
     #[error(
@@ -44,7 +47,7 @@ pub enum StoreError {
     #[error("{0}")]
     Invalid(String),
     /// The database could not be opened or connected to.
-    #[error("Cannot open database {url}: {source} ({hint})")]
+    #[error("Cannot open database {url} ({hint})")]
     Open {
         url: String,
         hint: &'static str,
@@ -53,7 +56,7 @@ pub enum StoreError {
     },
     /// Migrations could not be applied.
     #[error(
-        "Cannot prepare database {url}: applying migrations failed: {source} (was it created by a newer toolgate, or edited by hand?)"
+        "Cannot prepare database {url}: applying migrations failed (was it created by a newer toolgate, or edited by hand?)"
     )]
     Migrate {
         url: String,
@@ -76,7 +79,7 @@ pub enum StoreError {
         message: String,
     },
     /// A query failed.
-    #[error("Database error while {action}: {source} (is the database reachable and writable?)")]
+    #[error("Database error while {action} (is the database reachable and writable?)")]
     Database {
         action: &'static str,
         #[source]
@@ -123,5 +126,25 @@ impl StoreError {
         Self::NotFound(format!(
             "No custom tool named `{name}` in the store (list them with `toolgate tools list`)"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_does_not_repeat_its_source_and_the_chain_has_it_once() {
+        let e = StoreError::Database {
+            action: "reading the audit log",
+            source: sqlx::Error::PoolTimedOut,
+        };
+        let cause = sqlx::Error::PoolTimedOut.to_string();
+        assert!(!e.to_string().contains(&cause), "{e}");
+        assert_eq!(
+            toolgate_core::error_chain(&e),
+            format!("{e}: {cause}"),
+            "the chain adds the cause once"
+        );
     }
 }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::broadcast;
 use toolgate_core::Category;
+use toolgate_core::ErrorChain;
 
 use crate::error::StoreError;
 use crate::{LOCK_DEFINITIONS, Store, from_json, on_pool, parse_ts, write_tx};
@@ -17,6 +18,7 @@ use crate::{LOCK_DEFINITIONS, Store, from_json, on_pool, parse_ts, write_tx};
 /// What happened to a definition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EventKind {
     Created,
     Updated,
@@ -260,7 +262,7 @@ async fn listen(
             got = attempt => match got {
                 Ok(l) => break l,
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot LISTEN for toolgate events; retrying in 1 s");
+                    tracing::warn!(error = %ErrorChain(&e), "cannot LISTEN for toolgate events; retrying in 1 s");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
@@ -279,7 +281,7 @@ async fn listen(
         let note = match note {
             Ok(n) => n,
             Err(e) => {
-                tracing::warn!(error = %e, "lost the toolgate event LISTEN connection; reconnecting");
+                tracing::warn!(error = %ErrorChain(&e), "lost the toolgate event LISTEN connection; reconnecting");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
@@ -308,7 +310,9 @@ async fn listen(
                 let _ = events.send(event);
             }
             Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, event = id, "cannot read an announced event"),
+            Err(e) => {
+                tracing::warn!(error = %ErrorChain(&e), event = id, "cannot read an announced event")
+            }
         }
     }
     listening.send_replace(false);

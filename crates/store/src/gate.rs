@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use toolgate_core::ErrorChain;
 use toolgate_core::pipeline::{ApprovalHandler, ApprovalRequest, Decision};
 use toolgate_core::{BoxFuture, CallId, CallRequest, Pipeline, Principal, ToolResult};
 
@@ -88,10 +89,13 @@ impl ApprovalHandler for DurableApproval {
                 }
                 // A reused idempotency key says what to do itself.
                 Err(e) if e.kind() == crate::StoreErrorKind::Conflict => Decision::Unanswered {
-                    hint: e.to_string(),
+                    hint: ErrorChain(&e).to_string(),
                 },
                 Err(e) => Decision::Unanswered {
-                    hint: format!("the approval could not be recorded ({e}); try again"),
+                    hint: format!(
+                        "the approval could not be recorded ({}); try again",
+                        ErrorChain(&e)
+                    ),
                 },
             }
         })

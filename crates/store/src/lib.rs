@@ -78,6 +78,7 @@ use sqlx::sqlite::{
 use sqlx::{Connection, SqlSafeStr};
 use tokio::sync::{broadcast, watch};
 use toolgate_core::CancellationToken;
+use toolgate_core::ErrorChain;
 
 pub use approvals::{
     Approval, ApprovalCursor, ApprovalStatus, NewApproval, RecoveredApprovals, arguments_sha256,
@@ -277,9 +278,9 @@ impl Store {
     /// Closes every connection. Later operations fail with an `unavailable` error.
     pub async fn close(&self) {
         if let Err(e) = self.flush_audit().await {
-            tracing::error!(error = %e, "audit entries could not be written before closing");
+            tracing::error!(error = %ErrorChain(&e), "audit entries could not be written before closing");
         } else if let Err(e) = self.checkpoint_audit().await {
-            tracing::error!(error = %e, "the audit checkpoint could not be written before closing");
+            tracing::error!(error = %ErrorChain(&e), "the audit checkpoint could not be written before closing");
         }
         self.inner.shutdown.cancel();
         on_pool!(self, p => p.close().await);

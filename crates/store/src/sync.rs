@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
+use toolgate_core::ErrorChain;
 use toolgate_core::{CancellationToken, CoreError, Registry};
 
 use crate::Store;
@@ -36,7 +37,7 @@ impl Store {
         let names: Vec<String> = definitions.iter().map(|d| d.name.clone()).collect();
         for (name, outcome) in names.iter().zip(registry.register_each(definitions)) {
             if let Err(e) = outcome {
-                tracing::warn!(tool = %name, error = %e, "a stored definition could not join the registry");
+                tracing::warn!(tool = %name, error = %ErrorChain(&e), "a stored definition could not join the registry");
             }
         }
         Ok(last)
@@ -69,7 +70,9 @@ impl Store {
             loop {
                 match store.apply_events(&registry, last, &on_event).await {
                     Ok(newest) => last = newest,
-                    Err(e) => tracing::warn!(error = %e, "registry sync could not read events"),
+                    Err(e) => {
+                        tracing::warn!(error = %ErrorChain(&e), "registry sync could not read events")
+                    }
                 }
                 tokio::select! {
                     () = stop.cancelled() => return,
@@ -107,7 +110,7 @@ impl Store {
                     EventKind::Deleted => match registry.remove(&event.tool) {
                         Ok(_) | Err(CoreError::NotFound(_)) => {}
                         Err(e) => {
-                            tracing::warn!(tool = %event.tool, error = %e, "a deleted definition stays in the registry")
+                            tracing::warn!(tool = %event.tool, error = %ErrorChain(&e), "a deleted definition stays in the registry")
                         }
                     },
                     EventKind::Validated => {}
@@ -145,6 +148,6 @@ fn apply_definition(registry: &Registry, definition: toolgate_core::ToolDefiniti
         registry.register_definition(definition)
     };
     if let Err(e) = outcome {
-        tracing::warn!(tool = %name, error = %e, "a stored definition could not join the registry");
+        tracing::warn!(tool = %name, error = %ErrorChain(&e), "a stored definition could not join the registry");
     }
 }

@@ -7,11 +7,13 @@ use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::Deserialize;
-use serde_json::{Value, json};
-use toolgate_core::Permission;
+use serde_json::Value;
+use toolgate_runtime::decide::{self, Decider};
+use toolgate_runtime::views::ApprovalList;
 use toolgate_store::{Approval, ApprovalStatus};
 
 use super::calls::reads_all_calls;
+use super::tools::op_error;
 use super::{ApiResult, Gw, JsonBytes, actor, object_body, page_limit};
 use crate::Gateway;
 use crate::auth::Caller;
@@ -32,7 +34,7 @@ pub(super) fn approval_json(a: &Approval) -> ApiResult<Value> {
 
 /// Whether the caller may decide approvals (and see everyone's).
 fn decides(caller: &Caller) -> bool {
-    Permission::parse("toolgate.approvals.decide").is_ok_and(|p| caller.principal.holds(&p))
+    decide::may_decide(&caller.principal)
 }
 
 fn sees_approval(caller: &Caller, a: &Approval) -> bool {
@@ -59,7 +61,7 @@ async fn list_approvals(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Query(params): Query<ApprovalsParams>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ApprovalList>> {
     let status = params
         .status
         .as_deref()
@@ -72,12 +74,11 @@ async fn list_approvals(
         .store()
         .approvals(status, (!everyone).then_some(own), limit)
         .await?;
-    let shown: Vec<Value> = approvals
-        .iter()
+    let approvals = approvals
+        .into_iter()
         .filter(|a| caller.sees(&a.tool))
-        .map(approval_json)
-        .collect::<ApiResult<_>>()?;
-    Ok(Json(json!({ "approvals": shown })))
+        .collect();
+    Ok(Json(ApprovalList { approvals }))
 }
 
 async fn get_approval(
@@ -132,24 +133,21 @@ async fn decide(
             "send {\"reason\": \"...\"} or nothing",
         )?
     };
-    let Some(current) = gw.store().approval(&id).await? else {
-        return Err(approval_not_found(&id));
+    let actor = actor(&caller);
+    let decider = Decider {
+        principal: &caller.principal,
+        actor: &actor,
     };
-    if !caller.sees(&current.tool) {
-        return Err(approval_not_found(&id));
+    let reason = body.reason.as_deref();
+    let decided = if approve {
+        gw.runtime().approve(decider, &id, reason).await
+    } else {
+        gw.runtime().deny(decider, &id, reason).await
     }
-    if !decides(&caller) {
-        return Err(ServerError::Forbidden(format!(
-            "Principal {} lacks permission toolgate.approvals.decide, which deciding approvals requires",
-            caller.principal.id
-        )));
-    }
-    let decided = gw
-        .store()
-        .decide_approval(&id, approve, &actor(&caller), body.reason.as_deref())
-        .await?;
-    gw.publish_approval(&decided);
+    .map_err(op_error)?;
     if approve {
+        // Runs in a tracked task (`decide::run_approved`): the answer is the approval, now
+        // approved; its result follows as an `approval` event and on GET /v1/approvals/{id}.
         gw.run_approval(decided.id.clone());
     }
     Ok(Json(approval_json(&decided)?))

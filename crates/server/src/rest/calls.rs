@@ -10,7 +10,8 @@ use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::{CallId, CallOrigin, CallRequest, Permission};
-use toolgate_store::{ApprovalStatus, AuditQuery};
+use toolgate_runtime::views::{CallFilter, CallOutcome, CallsPage};
+use toolgate_store::{ApprovalStatus, AuditCall};
 
 use super::approvals::approval_json;
 use super::tools::visible;
@@ -127,59 +128,19 @@ fn may_read(caller: &Caller, principal: &str, tool: &str) -> bool {
     caller.sees(tool) && (reads_all_calls(caller) || caller.principal.id.as_str() == principal)
 }
 
-/// The `outcome` filter of `GET /v1/calls`.
-#[derive(Clone, Copy, Debug)]
-enum OutcomeFilter {
-    Ok,
-    Error,
-    Kind(toolgate_core::ErrorKind),
-}
-
-impl OutcomeFilter {
-    fn parse(raw: Option<&str>) -> ApiResult<Option<Self>> {
-        match raw {
-            None => Ok(None),
-            Some("ok") => Ok(Some(Self::Ok)),
-            Some("error") => Ok(Some(Self::Error)),
-            Some(raw) => toolgate_core::ErrorKind::ALL
-                .iter()
-                .find(|k| k.as_str() == raw)
-                .map(|k| Some(Self::Kind(*k)))
-                .ok_or_else(|| {
-                    ServerError::BadRequest(format!(
-                        "Unknown outcome {raw:?}; use ok, error or an error kind ({})",
-                        toolgate_core::ErrorKind::ALL
-                            .iter()
-                            .map(|k| k.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                }),
-        }
-    }
-
-    fn matches(self, record: &toolgate_store::AuditRecord) -> bool {
-        match (self, record.error_kind()) {
-            (Self::Ok, kind) => kind.is_none(),
-            (Self::Error, kind) => kind.is_some(),
-            (Self::Kind(want), kind) => kind == Some(want),
-        }
-    }
-}
-
-/// How many store pages one `GET /v1/calls` reads at most while filling a filtered page; a
-/// page may then come back short, with a `nextCursor` to go on from.
-const MAX_CALL_PAGES: usize = 20;
-
 async fn list_calls(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Query(params): Query<CallsParams>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CallsPage>> {
     let limit = u32::try_from(page_limit(params.limit)?).unwrap_or(500);
-    let outcome = OutcomeFilter::parse(params.outcome.as_deref())?;
-    let principal = params.principal.as_deref().filter(|p| !p.is_empty());
-    let mut before = match params.cursor.as_deref() {
+    let outcome = params
+        .outcome
+        .as_deref()
+        .map(str::parse::<CallOutcome>)
+        .transpose()
+        .map_err(ServerError::BadRequest)?;
+    let before = match params.cursor.as_deref() {
         None | Some("") => None,
         Some(raw) if raw.len() > 18 || !raw.bytes().all(|b| b.is_ascii_digit()) => {
             return Err(ServerError::BadRequest(format!(
@@ -192,36 +153,19 @@ async fn list_calls(
             ))
         })?),
     };
-    let mut calls: Vec<toolgate_store::AuditRecord> = Vec::new();
-    let mut next = None;
-    // Store pages are cut first and filtered to what the caller may read (and asked for) after;
-    // keep reading until the page is full or the log is exhausted.
-    for _ in 0..MAX_CALL_PAGES {
-        let want = limit - calls.len() as u32;
-        let records = gw
-            .store()
-            .audit(&AuditQuery {
-                tool: params.tool.clone().filter(|t| !t.is_empty()),
-                limit: want,
-                before,
-            })
-            .await?;
-        let full = records.len() == want as usize;
-        let last = records.last().and_then(|r| r.seq);
-        calls.extend(records.into_iter().filter(|r| {
-            may_read(&caller, &r.principal, &r.tool)
-                && principal.is_none_or(|p| r.principal == p)
-                && outcome.is_none_or(|o| o.matches(r))
-        }));
-        next = if full { last } else { None };
-        if next.is_none() || calls.len() >= limit as usize {
-            break;
-        }
-        before = next;
-    }
-    Ok(Json(
-        json!({ "calls": calls, "nextCursor": next.map(|s| s.to_string()) }),
-    ))
+    let filter = CallFilter {
+        tool: params.tool,
+        principal: params.principal,
+        outcome,
+    };
+    // Store pages are cut first and filtered to what the caller may read (and asked for) after.
+    let page = gw
+        .runtime()
+        .calls_page(&filter, limit, before, |principal, tool| {
+            may_read(&caller, principal, tool)
+        })
+        .await?;
+    Ok(Json(page))
 }
 
 fn call_id(raw: &str) -> ApiResult<CallId> {
@@ -238,22 +182,13 @@ async fn get_call(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Path(raw): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<AuditCall>> {
     let id = call_id(&raw)?;
-    let Some(call) = gw.store().audit_call(id).await? else {
-        return Err(call_not_found(&raw));
-    };
-    let (principal, tool) = match (&call.finished, &call.started) {
-        (Some(f), _) => (f.principal.clone(), f.tool.clone()),
-        (None, Some(s)) => (s.principal.clone(), s.tool.clone()),
-        (None, None) => return Err(call_not_found(&raw)),
-    };
-    if !may_read(&caller, &principal, &tool) {
-        return Err(call_not_found(&raw));
-    }
-    let mut body = serde_json::to_value(&call).map_err(|e| ServerError::Internal(e.to_string()))?;
-    body["interrupted"] = json!(call.interrupted());
-    Ok(Json(body))
+    let call = gw
+        .runtime()
+        .call_detail(id, |principal, tool| may_read(&caller, principal, tool))
+        .await?;
+    call.map(Json).ok_or_else(|| call_not_found(&raw))
 }
 
 async fn call_output(

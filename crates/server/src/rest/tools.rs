@@ -10,9 +10,13 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use toolgate_core::ErrorChain;
 use toolgate_core::{
-    Category, Consequence, CoreError, Effect, Permission, RegisteredTool, ToolDefinition, ToolSpec,
+    Category, Consequence, CoreError, Effect, Permission, RegisteredTool, ToolDefinition,
 };
+use toolgate_runtime::OpError;
+use toolgate_runtime::definitions::{DefinitionChange, Editor};
+use toolgate_runtime::views::{ChangedTool, DefinitionHistory, ToolDetail, ToolFilter, ToolsPage};
 
 use super::{ApiResult, Gw, JsonBytes, actor, json_type, page_limit};
 use crate::Gateway;
@@ -65,60 +69,11 @@ fn names<T: Copy>(all: &[T], f: impl Fn(T) -> &'static str) -> Vec<&'static str>
     all.iter().map(|x| f(*x)).collect()
 }
 
-/// Summary of a tool for lists.
-fn summary(tool: &RegisteredTool) -> Value {
-    let spec = tool.spec();
-    let mut v = json!({
-        "name": spec.name().as_str(),
-        "description": spec.description(),
-        "category": spec.category(),
-        "effect": spec.effect(),
-        "consequence": spec.consequence(),
-        "requiresConfirmation": spec.requires_confirmation(),
-        "tags": spec.tags(),
-        "builtin": tool.is_builtin(),
-        "definitionHash": spec.definition_hash(),
-    });
-    if let Some(title) = &spec.definition().title {
-        v["title"] = json!(title);
-    }
-    if let Some(version) = &spec.definition().version {
-        v["version"] = json!(version);
-    }
-    v
-}
-
-/// Full view of one tool: the definition document, its resolved limits and schemas.
-fn detail(tool: &RegisteredTool, stored_version: Option<i64>) -> Value {
-    let spec = tool.spec();
-    let limits = spec.limits();
-    let mut v = summary(tool);
-    v["definition"] = serde_json::to_value(spec.definition()).unwrap_or(Value::Null);
-    v["inputSchema"] = spec.input_schema().clone();
-    if let Some(output) = spec.output_schema() {
-        v["outputSchema"] = output.clone();
-    }
-    v["limits"] = json!({
-        "timeoutMs": u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
-        "maxOutputBytes": limits.max_output_bytes,
-        "isolation": limits.isolation,
-        "maxAttempts": limits.max_attempts,
-    });
-    v["requiredPermissions"] = json!(
-        spec.required_permissions()
-            .iter()
-            .map(Permission::as_str)
-            .collect::<Vec<_>>()
-    );
-    v["storedVersion"] = json!(stored_version);
-    v
-}
-
 async fn list_tools(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Query(params): Query<ListParams>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ToolsPage>> {
     let category = parse_filter::<Category>(
         "category",
         params.category.as_deref(),
@@ -135,60 +90,43 @@ async fn list_tools(
         &names(Consequence::ALL, Consequence::as_str),
     )?;
     let limit = page_limit(params.limit)?;
-    let mut cursor = params.cursor.clone().filter(|c| !c.is_empty());
-    let mut tools = Vec::with_capacity(limit);
-    // Pages are cut from the registry, then filtered to what the caller may see; keep reading
-    // until the page is full or the registry is exhausted.
-    loop {
-        let page = gw
-            .registry()
-            .list(&toolgate_core::Query {
-                category,
-                effect,
-                consequence,
-                tag: params.tag.clone(),
-                text: params.q.clone(),
-                limit: limit - tools.len(),
-                cursor: cursor.clone(),
-            })
-            .map_err(|e| ServerError::BadRequest(e.to_string()))?;
-        tools.extend(
-            page.items
-                .iter()
-                .filter(|t| caller.sees(t.spec().name().as_str()))
-                .filter(|t| params.builtin.is_none_or(|b| t.is_builtin() == b))
-                .map(summary),
-        );
-        cursor = page.next_cursor;
-        if tools.len() >= limit || cursor.is_none() {
-            break;
-        }
-    }
-    Ok(Json(json!({ "tools": tools, "nextCursor": cursor })))
+    let filter = ToolFilter {
+        category,
+        effect,
+        consequence,
+        tag: params.tag,
+        text: params.q,
+        builtin: params.builtin,
+    };
+    let page = gw
+        .runtime()
+        .tools_page(&caller.principal, &filter, limit, params.cursor)
+        .map_err(|e| ServerError::BadRequest(e.to_string()))?;
+    Ok(Json(page))
 }
 
 /// The tool, if it exists and the caller may see it; otherwise the same not-found either way.
 pub(super) fn visible(gw: &Gateway, caller: &Caller, name: &str) -> ApiResult<RegisteredTool> {
-    match gw.registry().get(name) {
-        Some(tool) if caller.sees(name) => Ok(tool),
-        _ => Err(ServerError::NotFound(format!(
-            "Tool not found: {name}. GET /v1/tools lists the tools you can use."
-        ))),
-    }
+    gw.runtime()
+        .visible_tool(&caller.principal, name)
+        .ok_or_else(|| tool_not_found(name))
 }
 
 async fn get_tool(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    let tool = visible(&gw, &caller, &name)?;
-    let stored = if tool.is_builtin() {
-        None
-    } else {
-        gw.store().definition(&name).await?.map(|d| d.version)
-    };
-    Ok(Json(detail(&tool, stored)))
+) -> ApiResult<Json<ToolDetail>> {
+    match gw.runtime().tool_detail(&caller.principal, &name).await? {
+        Some(detail) => Ok(Json(detail)),
+        None => Err(tool_not_found(&name)),
+    }
+}
+
+fn tool_not_found(name: &str) -> ServerError {
+    ServerError::NotFound(format!(
+        "Tool not found: {name}. GET /v1/tools lists the tools you can use."
+    ))
 }
 
 /// Reads a definition from a request body (JSON; the definition file format).
@@ -210,7 +148,7 @@ fn definition_from(body: &Bytes) -> ApiResult<ToolDefinition> {
 /// A core error as a 422 listing every problem (or the right status for non-validation errors).
 fn invalid_from(e: &CoreError, name: Option<&str>) -> ServerError {
     use toolgate_core::CoreErrorKind as K;
-    let message = e.to_string();
+    let message = ErrorChain(e).to_string();
     match (e.report(), e.kind()) {
         (Some(report), _) => ServerError::Invalid {
             message: format!(
@@ -250,6 +188,28 @@ fn require_manage(caller: &Caller) -> ApiResult<()> {
     }
 }
 
+/// A refused definition change as the API answers it.
+pub(super) fn op_error(e: OpError) -> ServerError {
+    match e {
+        OpError::Refused { name, error } => invalid_from(&error, Some(&name)),
+        OpError::NotFound(message) => ServerError::NotFound(message),
+        OpError::Forbidden(message) => ServerError::Forbidden(message),
+        OpError::Conflict(message) => ServerError::Conflict(message),
+        OpError::Store(e) => ServerError::from(e),
+        other => ServerError::Internal(ErrorChain(&other).to_string()),
+    }
+}
+
+/// The view of a stored change (the tool as now served).
+fn changed(gw: &Gateway, change: &DefinitionChange, update: bool) -> ApiResult<ChangedTool> {
+    ChangedTool::of(gw.registry(), change, update).ok_or_else(|| {
+        ServerError::Internal(format!(
+            "Tool {} vanished after being stored",
+            change.spec.name()
+        ))
+    })
+}
+
 async fn create_tool(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
@@ -257,23 +217,19 @@ async fn create_tool(
 ) -> ApiResult<Response> {
     require_manage(&caller)?;
     let def = definition_from(&body)?;
-    let name = def.name.clone();
-    let spec = checked(&gw, &caller, def.clone(), false).await?;
-    let stored = gw
-        .store()
-        .insert_definition(&spec, &actor(&caller), &caller.plan)
-        .await?;
-    if let Err(e) = gw.registry().register_definition(def) {
-        // Another writer got there first; the sync task will converge the registry.
-        tracing::debug!(tool = %name, error = %e, "registered by sync instead");
-    }
-    let tool = gw
-        .registry()
-        .get(&name)
-        .ok_or_else(|| ServerError::Internal(format!("Tool {name} vanished after being stored")))?;
-    let mut body = detail(&tool, Some(stored.version));
-    body["warnings"] = json!(spec.warnings());
-    let location = HeaderValue::from_str(&format!("/v1/tools/{name}"))
+    let actor = actor(&caller);
+    let editor = Editor {
+        principal: &caller.principal,
+        plan: &caller.plan,
+        actor: &actor,
+    };
+    let change = gw
+        .runtime()
+        .add_definition(editor, def)
+        .await
+        .map_err(op_error)?;
+    let body = changed(&gw, &change, false)?;
+    let location = HeaderValue::from_str(&format!("/v1/tools/{}", change.spec.name()))
         .map_err(|e| ServerError::Internal(e.to_string()))?;
     Ok((
         StatusCode::CREATED,
@@ -283,42 +239,12 @@ async fn create_tool(
         .into_response())
 }
 
-/// Validates as registration would, under the caller's plan; 422 with every problem if not.
-/// A definition that passes is recorded as a `validated` event (seed 003 §11).
-async fn checked(
-    gw: &Gateway,
-    caller: &Caller,
-    def: ToolDefinition,
-    replace: bool,
-) -> ApiResult<ToolSpec> {
-    let name = def.name.clone();
-    let started = std::time::Instant::now();
-    let spec = gw
-        .registry()
-        .check(def, replace, Some(caller.plan.caps()))
-        .map_err(|e| invalid_from(&e, Some(&name)))?;
-    let took = started.elapsed();
-    if let Err(e) = gw
-        .store()
-        .record_validated(
-            &name,
-            spec.category(),
-            spec.definition().parameters.len(),
-            took,
-        )
-        .await
-    {
-        tracing::warn!(tool = %name, error = %e, "could not record the validated event");
-    }
-    Ok(spec)
-}
-
 async fn update_tool(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
     JsonBytes(body): JsonBytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ChangedTool>> {
     require_manage(&caller)?;
     let def = definition_from(&body)?;
     if def.name != name {
@@ -327,22 +253,18 @@ async fn update_tool(
             def.name
         )));
     }
-    let existing = visible(&gw, &caller, &name)?;
-    if existing.is_builtin() {
-        return Err(ServerError::Forbidden(format!(
-            "Built-in tool {name} cannot be changed; define a tool with another name"
-        )));
-    }
-    let spec = checked(&gw, &caller, def.clone(), true).await?;
-    let (stored, changed) = gw.store().update_definition(&spec, &actor(&caller)).await?;
-    if let Err(e) = gw.registry().replace_definition(def) {
-        tracing::debug!(tool = %name, error = %e, "replaced by sync instead");
-    }
-    let tool = visible(&gw, &caller, &name)?;
-    let mut body = detail(&tool, Some(stored.version));
-    body["changedFields"] = json!(changed);
-    body["warnings"] = json!(spec.warnings());
-    Ok(Json(body))
+    let actor = actor(&caller);
+    let editor = Editor {
+        principal: &caller.principal,
+        plan: &caller.plan,
+        actor: &actor,
+    };
+    let change = gw
+        .runtime()
+        .update_definition(editor, def)
+        .await
+        .map_err(op_error)?;
+    Ok(Json(changed(&gw, &change, true)?))
 }
 
 async fn delete_tool(
@@ -351,22 +273,16 @@ async fn delete_tool(
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     require_manage(&caller)?;
-    let existing = visible(&gw, &caller, &name)?;
-    if existing.is_builtin() {
-        return Err(ServerError::Forbidden(format!(
-            "Built-in tool {name} cannot be removed"
-        )));
-    }
-    if gw.store().definition(&name).await?.is_none() {
-        return Err(ServerError::Conflict(format!(
-            "Tool {name} is not stored (it comes from --tools-dir); remove its file instead"
-        )));
-    }
-    gw.store().delete_definition(&name, &actor(&caller)).await?;
-    match gw.registry().remove(&name) {
-        Ok(_) | Err(CoreError::NotFound(_)) => {}
-        Err(e) => return Err(invalid_from(&e, Some(&name))),
-    }
+    let actor = actor(&caller);
+    let editor = Editor {
+        principal: &caller.principal,
+        plan: &caller.plan,
+        actor: &actor,
+    };
+    gw.runtime()
+        .remove_definition(editor, &name)
+        .await
+        .map_err(op_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -374,31 +290,17 @@ async fn tool_history(
     State(gw): Gw,
     Extension(caller): Extension<Arc<Caller>>,
     Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
-    if !caller.sees(&name) {
-        return Err(ServerError::NotFound(format!("Tool not found: {name}")));
-    }
-    let history = gw.store().history(&name).await?;
-    if history.is_empty() {
-        return Err(ServerError::NotFound(format!(
+) -> ApiResult<Json<DefinitionHistory>> {
+    match gw
+        .runtime()
+        .definition_history(&caller.principal, &name)
+        .await?
+    {
+        Some(history) => Ok(Json(history)),
+        None => Err(ServerError::NotFound(format!(
             "Tool not found: {name} has no stored history (built-in and --tools-dir tools have none)"
-        )));
+        ))),
     }
-    let versions: Vec<Value> = history
-        .iter()
-        .map(|d| {
-            json!({
-                "version": d.version,
-                "definitionHash": d.definition_hash,
-                "createdAt": d.created_at,
-                "updatedAt": d.updated_at,
-                "createdBy": d.created_by,
-                "deletedAt": d.deleted_at,
-                "definition": d.definition,
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "name": name, "versions": versions })))
 }
 
 async fn validate_tool(

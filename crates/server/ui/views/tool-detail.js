@@ -84,7 +84,7 @@ export async function render(page, { name }, { navigate }) {
         ['Stored version', tool.storedVersion ? `#${tool.storedVersion}` : null],
         ['Source', tool.builtin ? 'built-in' : (tool.storedVersion ? 'custom, stored' : 'custom, from a definition file')],
         ['Tags', (tool.tags || []).length ? tool.tags.join(', ') : null],
-        ['Implementation', def.run ? `run kind ${def.run.kind}` : (tool.builtin ? 'built-in (Rust)' : 'none: calls answer unavailable')],
+        ['Implementation', implementation(tool, def)],
         ['Definition hash', h('code', { class: 'hash' }, tool.definitionHash)],
       ])),
       section('Constraints', facts([
@@ -132,6 +132,15 @@ export async function render(page, { name }, { navigate }) {
       }
     },
   };
+}
+
+// What runs a call, from the tool's `implemented` flag and its definition's run section.
+function implementation(tool, def) {
+  if (!tool.implemented) {
+    return def.run ? `run kind ${def.run.kind}, not available on this server: calls answer unavailable` : 'none: calls answer unavailable';
+  }
+  if (def.run) return `run kind ${def.run.kind}`;
+  return tool.builtin ? 'built-in (Rust)' : 'in-process handler';
 }
 
 function section(title, body) {

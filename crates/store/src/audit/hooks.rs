@@ -2,6 +2,7 @@
 //! outputs kept apart) and [`AuditObserver`] (every call's outcome).
 
 use serde_json::Value;
+use toolgate_core::ErrorChain;
 use toolgate_core::{
     BoxFuture, Call, CallObserver, CallRecord, Effect, Next, Stage, ToolError, ToolOutput,
     json_len_at_most,
@@ -62,10 +63,11 @@ impl Stage for AuditStage {
                     fetched_at: call.fetched_at,
                 };
                 if let Err(e) = self.store.audit_started(&entry).await {
-                    tracing::error!(error = %e, tool = %entry.tool, call_id = %entry.call_id, "cannot write the audit log; call refused");
+                    tracing::error!(error = %ErrorChain(&e), tool = %entry.tool, call_id = %entry.call_id, "cannot write the audit log; call refused");
                     return Err(ToolError::unavailable(format!(
-                        "The call was not run: `{}` changes things, and toolgate records such calls in the audit log before running them, but the audit log cannot be written ({e})",
-                        entry.tool
+                        "The call was not run: `{}` changes things, and toolgate records such calls in the audit log before running them, but the audit log cannot be written ({})",
+                        entry.tool,
+                        ErrorChain(&e)
                     ))
                     .permanent());
                 }
@@ -81,7 +83,7 @@ impl Stage for AuditStage {
                 match self.store.store_output(call.request.call_id, &bytes).await {
                     Ok(reference) => call.output_ref = Some(reference),
                     Err(e) => {
-                        tracing::error!(error = %e, call_id = %call.request.call_id, "cannot store a large output apart; it stays in the audit record");
+                        tracing::error!(error = %ErrorChain(&e), call_id = %call.request.call_id, "cannot store a large output apart; it stays in the audit record");
                     }
                 }
             }
@@ -120,7 +122,7 @@ impl CallObserver for AuditObserver {
                 self.store.audit_finished_queued(&entry).await
             };
             if let Err(e) = written {
-                tracing::error!(error = %e, tool = %entry.tool, call_id = %entry.call_id, "cannot write a call's outcome to the audit log");
+                tracing::error!(error = %ErrorChain(&e), tool = %entry.tool, call_id = %entry.call_id, "cannot write a call's outcome to the audit log");
             }
         })
     }

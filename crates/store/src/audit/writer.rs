@@ -5,6 +5,7 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use tokio::sync::{mpsc, oneshot};
+use toolgate_core::ErrorChain;
 
 use super::chain::GENESIS;
 use super::record::{AuditRecord, AuditStart, Entry, finished_entry};
@@ -184,7 +185,7 @@ impl AuditWriter {
                     }
                     .append_batch(&mut entries)
                     .await
-                    .map_err(|e| e.to_string()),
+                    .map_err(|e| ErrorChain(&e).to_string()),
                 };
                 if let Err(e) = &result {
                     tracing::error!(error = %e, entries = entries.len(), "audit entries could not be written");
