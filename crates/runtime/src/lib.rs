@@ -143,7 +143,7 @@ impl std::fmt::Debug for RuntimeOptions {
 pub struct Parts {
     /// The configuration (its principals and rate limit are taken from the fields below).
     pub config: Config,
-    /// The store.
+    /// The opened store the runtime reads definitions from and audits into.
     pub store: Store,
     /// The registry, with whatever tools and run kinds it should have.
     pub registry: Arc<Registry>,
@@ -460,7 +460,7 @@ impl Runtime {
         &self.config
     }
 
-    /// The store.
+    /// The store the runtime reads definitions from and audits into.
     pub fn store(&self) -> &Store {
         &self.store
     }

@@ -36,7 +36,7 @@ pub enum ServerErrorKind {
 }
 
 impl ServerErrorKind {
-    /// The wire name.
+    /// The name in a JSON error's `kind` field, such as `not_found`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::BadRequest => "bad_request",
@@ -135,7 +135,7 @@ pub enum ServerError {
 }
 
 impl ServerError {
-    /// The error's kind.
+    /// The class of this error, which decides its HTTP status.
     pub fn kind(&self) -> ServerErrorKind {
         match self {
             Self::BadRequest(_) => ServerErrorKind::BadRequest,
