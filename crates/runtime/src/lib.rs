@@ -14,6 +14,8 @@
 //! is the one shape the CLI's `--json`, the REST API and the web UI share). Their refusals are
 //! [`OpError`]s.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod approvals;
 mod assembly;
 mod calls;
@@ -141,7 +143,7 @@ impl std::fmt::Debug for RuntimeOptions {
 pub struct Parts {
     /// The configuration (its principals and rate limit are taken from the fields below).
     pub config: Config,
-    /// The store.
+    /// The opened store the runtime reads definitions from and audits into.
     pub store: Store,
     /// The registry, with whatever tools and run kinds it should have.
     pub registry: Arc<Registry>,
@@ -458,7 +460,7 @@ impl Runtime {
         &self.config
     }
 
-    /// The store.
+    /// The store the runtime reads definitions from and audits into.
     pub fn store(&self) -> &Store {
         &self.store
     }

@@ -12,20 +12,31 @@ use toolgate_core::ValidationReport;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ServerErrorKind {
+    /// A malformed or unacceptable request (400 `bad_request`).
     BadRequest,
+    /// No bearer token, or one that matches no principal (401 `unauthenticated`).
     Unauthenticated,
+    /// The principal lacks the permission, or a plan limit refuses it (403 `forbidden`).
     Forbidden,
+    /// What the request names (a tool, call, approval, route) does not exist (404 `not_found`).
     NotFound,
+    /// The request clashes with the current state, such as an existing name (409 `conflict`).
     Conflict,
+    /// A definition, or a tool for an export, is not valid; the body lists the problems (422
+    /// `validation`).
     Invalid,
+    /// The request body is over the size limit (413 `payload_too_large`).
     PayloadTooLarge,
+    /// The request body is not JSON (415 `unsupported_media_type`).
     UnsupportedMediaType,
+    /// The store could not complete the request (503 `unavailable`).
     Unavailable,
+    /// A fault in the server itself (500 `internal`).
     Internal,
 }
 
 impl ServerErrorKind {
-    /// The wire name.
+    /// The name in a JSON error's `kind` field, such as `not_found`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::BadRequest => "bad_request",
@@ -86,35 +97,45 @@ impl ServerErrorKind {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
+    /// A malformed or unacceptable request; the message says what to change.
     #[error("{0}")]
     BadRequest(String),
+    /// No valid bearer token came with the request.
     #[error("{0}")]
     Unauthenticated(String),
+    /// The caller may not do this (a missing permission or a plan limit).
     #[error("{0}")]
     Forbidden(String),
+    /// What the request names does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The request clashes with what is stored.
     #[error("{0}")]
     Conflict(String),
     /// A definition failed validation; every problem with its path.
     #[error("{message}")]
     Invalid {
+        /// The summary shown to the client.
         message: String,
+        /// Every error and warning found, each with its path.
         report: Box<ValidationReport>,
     },
+    /// The request body is over the configured size limit.
     #[error("{0}")]
     PayloadTooLarge(String),
     /// A request body that is not JSON.
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// The store could not complete the request.
     #[error("{0}")]
     Unavailable(String),
+    /// A fault in the server, or one that stops it from starting or serving.
     #[error("{0}")]
     Internal(String),
 }
 
 impl ServerError {
-    /// The error's kind.
+    /// The class of this error, which decides its HTTP status.
     pub fn kind(&self) -> ServerErrorKind {
         match self {
             Self::BadRequest(_) => ServerErrorKind::BadRequest,

@@ -5,6 +5,8 @@
 //! The only crate that knows HTTP and MCP wire types. It is a front-end over a
 //! [`toolgate_runtime::Runtime`], which assembles toolgate and runs every call.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod auth;
 mod envelope;
 mod error;
@@ -272,27 +274,28 @@ impl Gateway {
         &self.runtime
     }
 
-    /// The registry.
+    /// The runtime's registry: every tool the gateway can list and call.
     pub fn registry(&self) -> &Arc<Registry> {
         self.runtime.registry()
     }
 
-    /// The store.
+    /// The runtime's store (definitions, approvals, the audit).
     pub fn store(&self) -> &Store {
         self.runtime.store()
     }
 
-    /// The event hub.
+    /// The runtime's event hub, which feeds the `/v1/events` stream.
     pub fn events(&self) -> &EventHub {
         self.runtime.events()
     }
 
-    /// Who is calling.
+    /// The bearer-token resolver that turns a request's token into its principal.
     pub fn auth(&self) -> &Auth {
         &self.auth
     }
 
-    /// The server's options.
+    /// The options the gateway was built with: tokens, allowed hosts and origins, body limit,
+    /// shutdown grace and session limits.
     pub fn options(&self) -> &ServerOptions {
         &self.options
     }

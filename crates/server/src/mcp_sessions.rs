@@ -60,9 +60,9 @@ pub const SLEEP_AFTER: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_AWAKE_IDLE: usize = 64;
 
 /// Gauge: MCP sessions over HTTP, by `state` (`awake`, `asleep`), updated by the sweeper.
-pub const SESSIONS_METRIC: &str = "mcp.sessions";
+pub(crate) const SESSIONS_METRIC: &str = "mcp.sessions";
 /// Counter: new MCP sessions refused, by `setting` (the cap that refused them).
-pub const SESSIONS_REFUSED_METRIC: &str = "mcp.sessions.refused";
+pub(crate) const SESSIONS_REFUSED_METRIC: &str = "mcp.sessions.refused";
 
 /// The header carrying the session id.
 const SESSION_HEADER: &str = "mcp-session-id";

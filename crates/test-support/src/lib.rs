@@ -20,6 +20,8 @@
 //! The helpers panic with a message that names what failed and how to fix it: they run inside
 //! tests, where a panic is the failure report.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod cli;
 pub mod pg;
 #[cfg(feature = "server")]

@@ -30,7 +30,7 @@ use tower::ServiceExt;
 
 /// A gateway over the production runtime, its router, its temporary file root and database.
 pub struct Harness {
-    /// The gateway.
+    /// The gateway under test, over the production runtime.
     pub gw: Arc<Gateway>,
     /// Its router (REST, MCP, the UI).
     pub router: axum::Router,
@@ -46,9 +46,9 @@ pub struct Harness {
 
 /// A buffered response.
 pub struct Reply {
-    /// Its status.
+    /// The HTTP status code.
     pub status: StatusCode,
-    /// Its headers.
+    /// The response headers.
     pub headers: axum::http::HeaderMap,
     /// Its body as text.
     pub text: String,
