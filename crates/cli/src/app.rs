@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use toolgate_core::{Issue, Pipeline, Registry, ToolSpec};
 use toolgate_runtime::{Config, ConfigSource, Runtime, RuntimeOptions};
-use toolgate_store::{DbUrl, Plan, Store};
+use toolgate_store::{DbUrl, Store, Tier};
 
 use crate::cli::GlobalArgs;
 
@@ -21,7 +21,7 @@ pub struct App {
     /// The registry (the runtime's).
     pub registry: Arc<Registry>,
     /// The plan in force.
-    pub plan: Plan,
+    pub plan: Tier,
 }
 
 /// The runtime options of the global arguments (`--config`, `--db`, `--root`, `--tools-dir`),
@@ -73,7 +73,7 @@ impl App {
     }
 
     /// Whether `tool` exists for the CLI's caller: built-ins outside the plan in force do not
-    /// (the same rule `Principal::may_call` applies to calls, see `Plan::restrict`).
+    /// (the same rule `Principal::may_call` applies to calls, see `Tier::restrict`).
     pub fn sees(&self, tool: &str) -> bool {
         self.runtime.sees(tool)
     }

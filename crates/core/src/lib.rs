@@ -70,7 +70,7 @@ pub use pipeline::{
 };
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use runkind::RunKind;
-pub use schema_level::{PlanCaps, SchemaLevel};
+pub use schema_level::{SchemaLevel, TierCaps};
 pub use spec::{Limits, Resolved, ToolSpec, write_canonical, write_json_string};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{BoxFuture, FnTool, Tool, ToolBuilder, ToolOutput, schema_of};

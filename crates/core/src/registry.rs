@@ -16,7 +16,7 @@ use crate::definition::{Category, Consequence, Effect, ToolDefinition};
 use crate::error::CoreError;
 use crate::names::ToolName;
 use crate::runkind::RunKind;
-use crate::schema_level::PlanCaps;
+use crate::schema_level::TierCaps;
 use crate::spec::ToolSpec;
 use crate::telemetry;
 use crate::tool::Tool;
@@ -312,7 +312,7 @@ pub struct Registry {
     writer: Mutex<()>,
     changes: watch::Sender<u64>,
     /// What the plan in force allows definitions registered here.
-    caps: PlanCaps,
+    caps: TierCaps,
     run_kinds: RwLock<Vec<Arc<dyn RunKind>>>,
 }
 
@@ -340,20 +340,20 @@ enum Source {
 impl Registry {
     /// An empty registry allowing every isolation level and all of JSON Schema.
     pub fn new() -> Self {
-        Self::with_caps(PlanCaps::UNLIMITED)
+        Self::with_caps(TierCaps::UNLIMITED)
     }
 
     /// An empty registry whose definitions may ask for at most `max` isolation (the plan in force).
     pub fn with_max_isolation(max: Isolation) -> Self {
-        Self::with_caps(PlanCaps {
+        Self::with_caps(TierCaps {
             max_isolation: max,
-            ..PlanCaps::UNLIMITED
+            ..TierCaps::UNLIMITED
         })
     }
 
     /// An empty registry whose custom definitions stay within `caps` (the plan in force): the
     /// strongest isolation they may ask for and the JSON Schema level of their schemas.
-    pub fn with_caps(caps: PlanCaps) -> Self {
+    pub fn with_caps(caps: TierCaps) -> Self {
         Self {
             current: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(()),
@@ -364,7 +364,7 @@ impl Registry {
     }
 
     /// What the plan in force allows definitions registered here.
-    pub fn caps(&self) -> PlanCaps {
+    pub fn caps(&self) -> TierCaps {
         self.caps
     }
 
@@ -574,7 +574,7 @@ impl Registry {
         &self,
         def: ToolDefinition,
         replace: bool,
-        caps: Option<PlanCaps>,
+        caps: Option<TierCaps>,
     ) -> Result<ToolSpec, CoreError> {
         let caps = caps.map_or(self.caps, |c| c.min(self.caps));
         self.insert(vec![Source::Definition(def)], false, replace, Some(caps))
@@ -587,7 +587,7 @@ impl Registry {
         sources: Vec<Source>,
         builtin: bool,
         replace: bool,
-        dry_run: Option<PlanCaps>,
+        dry_run: Option<TierCaps>,
     ) -> Result<Vec<ToolSpec>, CoreError> {
         let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.current.load_full();

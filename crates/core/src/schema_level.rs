@@ -58,30 +58,30 @@ impl fmt::Display for SchemaLevel {
 /// What the plan in force allows a definition: the strongest isolation it may ask for and the
 /// JSON Schema level of its schemas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PlanCaps {
+pub struct TierCaps {
     /// The strongest isolation level a definition may need.
     pub max_isolation: Isolation,
     /// How much of JSON Schema custom definitions may use.
     pub schema_level: SchemaLevel,
 }
 
-impl PlanCaps {
+impl TierCaps {
     /// No limit: every isolation level, full JSON Schema.
-    pub const UNLIMITED: PlanCaps = PlanCaps {
+    pub const UNLIMITED: TierCaps = TierCaps {
         max_isolation: Isolation::Restricted,
         schema_level: SchemaLevel::Full,
     };
 
     /// The stricter of the two on each axis.
-    pub fn min(self, other: PlanCaps) -> PlanCaps {
-        PlanCaps {
+    pub fn min(self, other: TierCaps) -> TierCaps {
+        TierCaps {
             max_isolation: self.max_isolation.min(other.max_isolation),
             schema_level: self.schema_level.min(other.schema_level),
         }
     }
 }
 
-impl Default for PlanCaps {
+impl Default for TierCaps {
     fn default() -> Self {
         Self::UNLIMITED
     }
@@ -365,16 +365,16 @@ mod tests {
         assert_eq!(SchemaLevel::Basic.lowest_plan(), "core");
         assert_eq!(SchemaLevel::Advanced.lowest_plan(), "teams");
         assert_eq!(SchemaLevel::Full.lowest_plan(), "enterprise");
-        let caps = PlanCaps {
+        let caps = TierCaps {
             max_isolation: Isolation::Strict,
             schema_level: SchemaLevel::Full,
         };
         assert_eq!(
-            caps.min(PlanCaps {
+            caps.min(TierCaps {
                 max_isolation: Isolation::Restricted,
                 schema_level: SchemaLevel::Basic
             }),
-            PlanCaps {
+            TierCaps {
                 max_isolation: Isolation::Strict,
                 schema_level: SchemaLevel::Basic
             }

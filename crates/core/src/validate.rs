@@ -15,7 +15,7 @@ use crate::names::{
     MAX_NAME_LEN, NameProblem, Permission, RESERVED_NAMES, ToolName, check_snake_case,
 };
 use crate::schema;
-use crate::schema_level::{PlanCaps, SchemaLevel, beyond};
+use crate::schema_level::{SchemaLevel, TierCaps, beyond};
 use crate::spec::ToolSpec;
 use crate::telemetry;
 
@@ -706,8 +706,8 @@ fn check_isolation(def: &ToolDefinition, env: &ValidationEnv<'_>, r: &mut Valida
 
 impl ValidationEnv<'_> {
     /// The plan's caps of this environment.
-    pub fn caps(&self) -> PlanCaps {
-        PlanCaps {
+    pub fn caps(&self) -> TierCaps {
+        TierCaps {
             max_isolation: self.max_isolation,
             schema_level: self.schema_level,
         }

@@ -1823,14 +1823,14 @@ fn the_plan_caps_the_json_schema_level() {
     insta::assert_snapshot!("schema_level_messages", lines.join("\n"));
 
     // The registry applies its caps, and a check under a caller's caps never exceeds them.
-    let registry = Registry::with_caps(toolgate_core::PlanCaps {
+    let registry = Registry::with_caps(toolgate_core::TierCaps {
         max_isolation: Isolation::Restricted,
         schema_level: SchemaLevel::Advanced,
     });
     let err = registry.register_definition(raw(full.clone())).unwrap_err();
     assert_eq!(err.kind(), CoreErrorKind::Invalid);
     assert!(registry.register_definition(raw(advanced.clone())).is_ok());
-    let basic_caps = toolgate_core::PlanCaps {
+    let basic_caps = toolgate_core::TierCaps {
         max_isolation: Isolation::Restricted,
         schema_level: SchemaLevel::Basic,
     };
@@ -1844,7 +1844,7 @@ fn the_plan_caps_the_json_schema_level() {
     assert!(registry.check(other.clone(), false, None).is_ok());
     assert!(
         registry
-            .check(raw(full), true, Some(toolgate_core::PlanCaps::UNLIMITED))
+            .check(raw(full), true, Some(toolgate_core::TierCaps::UNLIMITED))
             .unwrap_err()
             .report()
             .is_some_and(|r| r.errors.iter().all(|e| e.code == "schema.plan_level"))

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_net::NetPolicy;
-use toolgate_store::{AuditAnchor, AuditKey, DbUrl, Plan, suffixed};
+use toolgate_store::{AuditAnchor, AuditKey, DbUrl, Tier, suffixed};
 
 use crate::error::RuntimeError;
 use crate::principals::PrincipalEntry;
@@ -225,9 +225,9 @@ pub struct ServerConfig {
 
 impl Config {
     /// The plan in force; `enterprise` (no limits) when the config names none.
-    pub fn plan(&self) -> Result<Plan, RuntimeError> {
+    pub fn plan(&self) -> Result<Tier, RuntimeError> {
         let name = self.plan.as_deref().unwrap_or("enterprise");
-        Plan::named(name).ok_or_else(|| {
+        Tier::named(name).ok_or_else(|| {
             RuntimeError::Config(format!(
                 "Unknown plan {name:?} in the config file; use one of core, writer_pro, teams, enterprise"
             ))
@@ -334,11 +334,11 @@ impl Config {
         &self,
         id: &str,
         p: &PrincipalConfig,
-        default_plan: &Plan,
-    ) -> Result<Plan, RuntimeError> {
+        default_plan: &Tier,
+    ) -> Result<Tier, RuntimeError> {
         match &p.plan {
             None => Ok(default_plan.clone()),
-            Some(name) => Plan::named(name).ok_or_else(|| {
+            Some(name) => Tier::named(name).ok_or_else(|| {
                 RuntimeError::Config(format!(
                     "[principals.{id}] unknown plan {name:?}; use one of core, writer_pro, teams, enterprise"
                 ))

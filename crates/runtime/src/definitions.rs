@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use toolgate_core::{CoreError, ErrorChain, Issue, Principal, Registry, ToolDefinition, ToolSpec};
 use toolgate_sandbox::ProgramUser;
-use toolgate_store::{Plan, Store, StoredDefinition};
+use toolgate_store::{Store, StoredDefinition, Tier};
 
 use crate::op_error::OpError;
 
@@ -35,7 +35,7 @@ pub struct Editor<'a> {
     /// tool).
     pub principal: &'a Principal,
     /// Its plan: isolation and JSON Schema caps, and the definition count.
-    pub plan: &'a Plan,
+    pub plan: &'a Tier,
     /// How the history records it (`local`, `api:alice`, …).
     pub actor: &'a str,
 }

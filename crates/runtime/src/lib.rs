@@ -42,7 +42,7 @@ use toolgate_core::{
 };
 use toolgate_net::{NetPolicy, PolicyClient};
 use toolgate_sandbox::{Runner, SandboxConfig, SandboxExecutor};
-use toolgate_store::{AuditObserver, AuditStage, DbUrl, HintFn, Plan, Store, StoreOptions};
+use toolgate_store::{AuditObserver, AuditStage, DbUrl, HintFn, Store, StoreOptions, Tier};
 
 pub use approvals::{APPROVAL_POLL, approval_summary, default_hint};
 pub use assembly::{
@@ -477,7 +477,7 @@ impl Runtime {
     }
 
     /// The plan for callers without one of their own (and for the local principal).
-    pub fn plan(&self) -> &Plan {
+    pub fn plan(&self) -> &Tier {
         self.principals.default_plan()
     }
 
@@ -494,7 +494,7 @@ impl Runtime {
     }
 
     /// Whether `tool` exists for a caller under the default plan: built-ins outside the plan in
-    /// force do not (the same rule `Principal::may_call` applies to calls, see `Plan::restrict`).
+    /// force do not (the same rule `Principal::may_call` applies to calls, see `Tier::restrict`).
     pub fn sees(&self, tool: &str) -> bool {
         !self.plan().hides(tool)
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use toolgate_core::{Principal, Quota};
-use toolgate_store::Plan;
+use toolgate_store::Tier;
 
 use crate::error::RuntimeError;
 
@@ -17,7 +17,7 @@ pub struct PrincipalEntry {
     /// Identity and grants.
     pub principal: Principal,
     /// The plan it calls under (the built-ins outside it do not exist for it).
-    pub plan: Plan,
+    pub plan: Tier,
     /// Its rate and concurrency limits.
     pub quota: Quota,
 }
@@ -38,13 +38,13 @@ pub struct Principals {
     order: Vec<Arc<PrincipalEntry>>,
     /// Set when no principal is configured: everyone is this one.
     local: Option<Arc<PrincipalEntry>>,
-    default_plan: Plan,
+    default_plan: Tier,
 }
 
 impl Principals {
     /// `entries` (none means the local principal under `default_plan`). Two entries with one id
     /// are refused.
-    pub fn new(entries: Vec<PrincipalEntry>, default_plan: Plan) -> Result<Self, RuntimeError> {
+    pub fn new(entries: Vec<PrincipalEntry>, default_plan: Tier) -> Result<Self, RuntimeError> {
         let local = entries.is_empty().then(|| {
             Arc::new(PrincipalEntry {
                 principal: Principal::local(),
@@ -98,7 +98,7 @@ impl Principals {
     }
 
     /// The plan for callers without one of their own.
-    pub fn default_plan(&self) -> &Plan {
+    pub fn default_plan(&self) -> &Tier {
         &self.default_plan
     }
 
@@ -119,14 +119,14 @@ mod tests {
     fn entry(id: &str) -> PrincipalEntry {
         PrincipalEntry {
             principal: Principal::new(PrincipalId::parse(id).unwrap()),
-            plan: Plan::named("enterprise").unwrap(),
+            plan: Tier::named("enterprise").unwrap(),
             quota: Quota::default(),
         }
     }
 
     #[test]
     fn no_principals_means_the_local_one_and_configured_ones_are_found_by_id() {
-        let enterprise = Plan::named("enterprise").unwrap();
+        let enterprise = Tier::named("enterprise").unwrap();
         let open = Principals::new(Vec::new(), enterprise.clone()).unwrap();
         assert!(open.is_open());
         assert!(open.get("local").is_some());

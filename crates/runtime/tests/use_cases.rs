@@ -17,7 +17,7 @@ use toolgate_runtime::definitions::{self, DefinitionParts, Editor};
 use toolgate_runtime::views::{self, CallFilter, ToolFilter, ToolSummary};
 use toolgate_runtime::{OpError, OpErrorKind};
 use toolgate_store::{
-    ApprovalStatus, DbUrl, DurableApproval, EventKind, Plan, Store, StoreOptions,
+    ApprovalStatus, DbUrl, DurableApproval, EventKind, Store, StoreOptions, Tier,
 };
 use toolgate_test_support::pg;
 
@@ -75,8 +75,8 @@ on_each_backend! {
     deciding_needs_the_permission_and_a_visible_tool => decider_body;
 }
 
-fn enterprise() -> Plan {
-    Plan::named("enterprise").unwrap()
+fn enterprise() -> Tier {
+    Tier::named("enterprise").unwrap()
 }
 
 /// A registry with one built-in, `calculator`.
@@ -301,7 +301,7 @@ async fn remove_body(store: &Store) {
 async fn plan_body(store: &Store) {
     let registry = registry();
     let me = Principal::local();
-    let core = Plan::named("core").unwrap();
+    let core = Tier::named("core").unwrap();
     let editor = Editor {
         principal: &me,
         plan: &core,
@@ -314,7 +314,7 @@ async fn plan_body(store: &Store) {
     assert_eq!(e.kind(), OpErrorKind::PlanLimit, "{e}");
     assert!(registry.get("weather_now").is_none(), "not served");
     // writer_pro caps isolation at standard: a strict definition is invalid under it.
-    let writer = Plan::named("writer_pro").unwrap();
+    let writer = Tier::named("writer_pro").unwrap();
     let mut strict = weather();
     strict.constraints = Some(toolgate_core::Constraints {
         isolation: Some(toolgate_core::Isolation::Strict),

@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 use toolgate_core::{Principal, Quota};
 use toolgate_runtime::Principals;
-use toolgate_store::Plan;
+use toolgate_store::Tier;
 
 use crate::error::ServerError;
 
@@ -22,7 +22,7 @@ pub struct PrincipalEntry {
     /// SHA-256 of the bearer token; `None` for principals that cannot sign in over HTTP.
     pub token_sha256: Option<[u8; 32]>,
     /// The plan it calls under.
-    pub plan: Plan,
+    pub plan: Tier,
     /// Its rate and concurrency limits.
     pub quota: Quota,
 }
@@ -34,7 +34,7 @@ pub type TokenHashes = Vec<(String, [u8; 32])>;
 /// principal id.
 pub(crate) fn split_entries(
     entries: Vec<PrincipalEntry>,
-    default_plan: Plan,
+    default_plan: Tier,
 ) -> Result<(Principals, TokenHashes), ServerError> {
     let mut tokens = Vec::new();
     let mut runtime_entries = Vec::with_capacity(entries.len());
@@ -57,12 +57,12 @@ pub struct Caller {
     /// The principal, the built-ins outside its plan hidden from it.
     pub principal: Arc<Principal>,
     /// The plan it calls under.
-    pub plan: Plan,
+    pub plan: Tier,
 }
 
 impl Caller {
     /// `principal` calling under `plan`: the built-ins the plan leaves out do not exist for it.
-    pub fn new(principal: Principal, plan: Plan) -> Self {
+    pub fn new(principal: Principal, plan: Tier) -> Self {
         Self {
             principal: Arc::new(plan.restrict(principal)),
             plan,
@@ -148,7 +148,7 @@ impl Auth {
     /// under `default_plan` and their tokens.
     pub fn from_entries(
         entries: &[PrincipalEntry],
-        default_plan: &Plan,
+        default_plan: &Tier,
     ) -> Result<Self, ServerError> {
         let (principals, tokens) = split_entries(entries.to_vec(), default_plan.clone())?;
         Self::new(&principals, &tokens)

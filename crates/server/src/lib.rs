@@ -26,7 +26,7 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use toolgate_core::{CallRequest, CancellationToken, RateLimit, Registry, ToolResult};
 use toolgate_runtime::{Config, Parts, Runtime, RuntimeError, RuntimeErrorKind};
-use toolgate_store::{Approval, HintFn, Plan, RecoveredApprovals, Store};
+use toolgate_store::{Approval, HintFn, RecoveredApprovals, Store, Tier};
 
 pub use auth::{Auth, Caller, PrincipalEntry, TokenHashes, parse_token_hash, token_hash};
 pub use error::{ServerError, ServerErrorKind};
@@ -144,7 +144,7 @@ pub fn approval_hint() -> HintFn {
 #[derive(Clone, Debug)]
 pub struct GatewayOptions {
     /// The plan for callers without one of their own (and for the local principal).
-    pub plan: Plan,
+    pub plan: Tier,
     /// Configured principals; none means one local principal with every permission, which is
     /// allowed only on loopback addresses.
     pub principals: Vec<PrincipalEntry>,
@@ -170,7 +170,7 @@ impl Default for GatewayOptions {
     fn default() -> Self {
         let server = ServerOptions::default();
         Self {
-            plan: Plan::named("enterprise").unwrap_or_else(no_limits),
+            plan: Tier::named("enterprise").unwrap_or_else(no_limits),
             principals: Vec::new(),
             rate_limit: None,
             allowed_hosts: server.allowed_hosts,
@@ -185,8 +185,8 @@ impl Default for GatewayOptions {
 }
 
 /// The enterprise plan's terms (no definition limit, every isolation level).
-fn no_limits() -> Plan {
-    Plan {
+fn no_limits() -> Tier {
+    Tier {
         name: "enterprise".into(),
         max_custom_definitions: None,
         max_isolation: toolgate_core::Isolation::Restricted,
@@ -301,7 +301,7 @@ impl Gateway {
     }
 
     /// The plan for callers without one of their own (and for the local principal).
-    pub fn plan(&self) -> &Plan {
+    pub fn plan(&self) -> &Tier {
         self.runtime.plan()
     }
 

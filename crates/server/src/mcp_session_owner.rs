@@ -81,7 +81,7 @@ mod tests {
         let principal = Principal::new(PrincipalId::parse(principal).unwrap());
         r.extensions_mut().insert(Arc::new(Caller {
             principal: Arc::new(principal),
-            plan: toolgate_store::Plan::named("enterprise").unwrap(),
+            plan: toolgate_store::Tier::named("enterprise").unwrap(),
         }));
         r
     }

@@ -12,11 +12,11 @@ use common::{Harness, principal};
 use serde_json::{Value, json};
 use toolgate_core::Quota;
 use toolgate_server::PrincipalEntry;
-use toolgate_store::{ALL_BUILTINS, Plan};
+use toolgate_store::{ALL_BUILTINS, Tier};
 
 /// One principal per plan, token = plan name, every permission.
 fn per_plan() -> Vec<PrincipalEntry> {
-    Plan::NAMES
+    Tier::NAMES
         .iter()
         .map(|plan| {
             let mut entry = principal(
@@ -26,14 +26,14 @@ fn per_plan() -> Vec<PrincipalEntry> {
                 plan,
                 Quota::default(),
             );
-            entry.plan = Plan::named(plan).unwrap();
+            entry.plan = Tier::named(plan).unwrap();
             entry
         })
         .collect()
 }
 
 fn builtins_of(plan: &str) -> BTreeSet<String> {
-    Plan::named(plan)
+    Tier::named(plan)
         .unwrap()
         .builtins
         .iter()
@@ -110,7 +110,7 @@ async fn mcp_session(h: &Harness, token: &str) -> String {
 #[tokio::test]
 async fn each_plan_sees_and_calls_only_its_built_ins_on_every_interface() {
     let h = Harness::new(per_plan()).await;
-    for plan in Plan::NAMES {
+    for plan in Tier::NAMES {
         let token = plan;
         let want = builtins_of(plan);
         let hidden: Vec<&str> = ALL_BUILTINS

@@ -1331,7 +1331,7 @@ async fn shutdown_cancels_calls_after_the_grace_period_and_audits_them() {
 #[tokio::test]
 async fn refuses_non_loopback_addresses_without_principals() {
     let open =
-        toolgate_server::Auth::from_entries(&[], &toolgate_store::Plan::named("core").unwrap())
+        toolgate_server::Auth::from_entries(&[], &toolgate_store::Tier::named("core").unwrap())
             .unwrap();
     let err = toolgate_server::check_binding("0.0.0.0:7878".parse().unwrap(), &open).unwrap_err();
     assert!(err.to_string().contains("without principals"), "{err}");
@@ -1339,7 +1339,7 @@ async fn refuses_non_loopback_addresses_without_principals() {
     assert!(toolgate_server::check_binding("[::1]:7878".parse().unwrap(), &open).is_ok());
     let with = toolgate_server::Auth::from_entries(
         &[principal("a", &["*"], None, "t", Quota::default())],
-        &toolgate_store::Plan::named("core").unwrap(),
+        &toolgate_store::Tier::named("core").unwrap(),
     )
     .unwrap();
     assert!(toolgate_server::check_binding("0.0.0.0:7878".parse().unwrap(), &with).is_ok());

@@ -10,7 +10,7 @@ use toolgate_core::{ToolDefinition, ToolSpec, write_canonical};
 
 use crate::error::StoreError;
 use crate::events::{EventKind, NewEvent, insert_event};
-use crate::plan::Plan;
+use crate::tier::Tier;
 use crate::{LOCK_DEFINITIONS, Store, from_json, now, on_pool, parse_ts, ts, write_tx};
 
 /// One stored version of a custom definition.
@@ -259,7 +259,7 @@ impl Store {
         &self,
         spec: &ToolSpec,
         actor: &str,
-        plan: &Plan,
+        plan: &Tier,
     ) -> Result<StoredDefinition, StoreError> {
         let name = spec.name().as_str();
         let count_sql = sqlx::AssertSqlSafe(format!(

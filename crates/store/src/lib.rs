@@ -60,8 +60,8 @@ mod error;
 mod events;
 mod gate;
 mod output_types;
-mod plan;
 mod sync;
+mod tier;
 mod todo;
 mod url;
 
@@ -99,8 +99,8 @@ pub use events::{EventKind, StoredEvent};
 pub use gate::{
     BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
 };
-pub use plan::{ALL_BUILTINS, Plan};
 pub use sync::SYNC_INTERVAL;
+pub use tier::{ALL_BUILTINS, Tier};
 pub use url::DbUrl;
 
 /// Options for [`Store::open`].

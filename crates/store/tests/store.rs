@@ -15,14 +15,14 @@ use toolgate_core::{
     PipelineBuilder, Registry, ToolBuilder, ToolError,
 };
 use toolgate_store::{
-    AuditObserver, AuditQuery, AuditRecord, AuditStage, AuditStart, EventKind, Plan, Store,
-    StoreErrorKind,
+    AuditObserver, AuditQuery, AuditRecord, AuditStage, AuditStart, EventKind, Store,
+    StoreErrorKind, Tier,
 };
 
 const DESC: &str = "Looks up a thing by its name. Use when the user names a thing.";
 
-fn plan(name: &str) -> Plan {
-    Plan::named(name).unwrap()
+fn plan(name: &str) -> Tier {
+    Tier::named(name).unwrap()
 }
 
 on_each_backend! {

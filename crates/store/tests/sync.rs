@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate_core::{CancellationToken, Registry};
-use toolgate_store::Plan;
+use toolgate_store::Tier;
 
 use crate::common::TestDb;
 
@@ -28,7 +28,7 @@ async fn eventually(what: &str, check: impl Fn() -> bool) {
 }
 
 async fn follows_body(db: &TestDb) {
-    let plan = Plan::named("enterprise").unwrap();
+    let plan = Tier::named("enterprise").unwrap();
     // One definition exists before the follower starts: it joins at start.
     db.store
         .insert_definition(

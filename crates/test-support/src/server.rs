@@ -25,7 +25,7 @@ use toolgate_core::{
 use toolgate_net::NetPolicy;
 use toolgate_runtime::{Config, ConfigSource, Principals, Runtime, RuntimeOptions};
 use toolgate_server::{Gateway, GatewayOptions, PrincipalEntry, ServerOptions, token_hash};
-use toolgate_store::{DbUrl, Plan, Store, StoreOptions};
+use toolgate_store::{DbUrl, Store, StoreOptions, Tier};
 use tower::ServiceExt;
 
 /// A gateway over the production runtime, its router, its temporary file root and database.
@@ -63,8 +63,8 @@ fn must<T, E: std::fmt::Debug>(result: Result<T, E>, what: &str) -> T {
 }
 
 /// The enterprise plan (every built-in, no limits).
-fn enterprise() -> Plan {
-    Plan::named("enterprise").unwrap_or_else(|| panic!("the enterprise plan is missing"))
+fn enterprise() -> Tier {
+    Tier::named("enterprise").unwrap_or_else(|| panic!("the enterprise plan is missing"))
 }
 
 /// A tool that waits `seconds` (cancellable) and returns them.

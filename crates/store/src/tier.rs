@@ -1,15 +1,16 @@
-//! Plans (`docs/tool-model.md#plans`): limits on custom definitions, the
-//! strongest isolation level a definition may ask for, the JSON Schema level of its schemas and
-//! the built-in tools the plan makes available.
+//! License tiers, called plans in the config file (`plan = "…"`, `docs/tool-model.md#plans`):
+//! limits on custom definitions, the strongest isolation level a definition may ask for, the JSON
+//! Schema level of its schemas and the built-in tools the tier makes available.
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use toolgate_core::{Isolation, PlanCaps, Principal, SchemaLevel};
+use toolgate_core::{Isolation, Principal, SchemaLevel, TierCaps};
 
-/// A named plan. The plan in force comes from the configuration file.
+/// A named license tier (the config file's `plan`). The tier in force comes from the
+/// configuration file. (Not the todo tool's plans: those are `todo.rs`.)
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Plan {
+pub struct Tier {
     /// The plan's name, like `teams`.
     pub name: String,
     /// Most live custom definitions; `None` is unlimited.
@@ -19,7 +20,7 @@ pub struct Plan {
     /// How much of JSON Schema custom definitions may use.
     pub schema_level: SchemaLevel,
     /// The built-in tools the plan makes available; the other built-ins in [`ALL_BUILTINS`] do
-    /// not exist for its callers (see [`Plan::restrict`]).
+    /// not exist for its callers (see [`Tier::restrict`]).
     pub builtins: &'static [&'static str],
 }
 
@@ -73,7 +74,7 @@ struct Row {
 /// The built-in plans, weakest first. `enterprise` gets all ten built-ins: it is the default plan
 /// (no limits), and the two it adds — `web_search` and `web_scraper`, the tools that fetch from
 /// arbitrary hosts — stay out of every plan below it.
-const PLANS: [Row; 4] = [
+const TIERS: [Row; 4] = [
     Row {
         name: "core",
         max_custom_definitions: Some(0),
@@ -104,16 +105,16 @@ const PLANS: [Row; 4] = [
     },
 ];
 
-impl Plan {
-    /// The names [`Plan::named`] knows, weakest first.
+impl Tier {
+    /// The names [`Tier::named`] knows, weakest first.
     pub const NAMES: [&'static str; 4] = ["core", "writer_pro", "teams", "enterprise"];
 
     /// One of the built-in plans (`docs/tool-model.md#plans`): `core` (0 custom definitions,
     /// isolation up to standard, basic JSON Schema, 5 built-ins), `writer_pro` (10, standard,
     /// basic, 5), `teams` (50, strict, advanced, 8), `enterprise` (unlimited, restricted, full,
     /// all 10).
-    pub fn named(name: &str) -> Option<Plan> {
-        PLANS.iter().find(|r| r.name == name).map(|r| Plan {
+    pub fn named(name: &str) -> Option<Tier> {
+        TIERS.iter().find(|r| r.name == name).map(|r| Tier {
             name: r.name.to_owned(),
             max_custom_definitions: r.max_custom_definitions,
             max_isolation: r.max_isolation,
@@ -123,8 +124,8 @@ impl Plan {
     }
 
     /// What the plan allows a definition (for the registry and validation).
-    pub fn caps(&self) -> PlanCaps {
-        PlanCaps {
+    pub fn caps(&self) -> TierCaps {
+        TierCaps {
             max_isolation: self.max_isolation,
             schema_level: self.schema_level,
         }
@@ -153,7 +154,7 @@ impl Plan {
 
     /// The message of a refused insert: names the plan, its limit and how to change it.
     pub(crate) fn limit_message(&self, limit: u64) -> String {
-        let upgrade = PLANS
+        let upgrade = TIERS
             .iter()
             .map(|r| (r.name, r.max_custom_definitions))
             .find(|(_, max)| max.is_none_or(|m| m > limit))
@@ -180,28 +181,28 @@ mod tests {
 
     #[test]
     fn seed_table() {
-        let core = Plan::named("core").unwrap();
+        let core = Tier::named("core").unwrap();
         assert_eq!(core.max_custom_definitions, Some(0));
         assert_eq!(core.max_isolation, Isolation::Standard);
         assert_eq!(
-            Plan::named("writer_pro").unwrap().max_custom_definitions,
+            Tier::named("writer_pro").unwrap().max_custom_definitions,
             Some(10)
         );
-        let teams = Plan::named("teams").unwrap();
+        let teams = Tier::named("teams").unwrap();
         assert_eq!(
             (teams.max_custom_definitions, teams.max_isolation),
             (Some(50), Isolation::Strict)
         );
-        let ent = Plan::named("enterprise").unwrap();
+        let ent = Tier::named("enterprise").unwrap();
         assert_eq!(
             (ent.max_custom_definitions, ent.max_isolation),
             (None, Isolation::Restricted)
         );
-        assert!(Plan::named("gold").is_none());
-        // The JSON Schema column and the built-ins column (5, 5, 8, 10: see PLANS).
-        let levels: Vec<(SchemaLevel, usize)> = Plan::NAMES
+        assert!(Tier::named("gold").is_none());
+        // The JSON Schema column and the built-ins column (5, 5, 8, 10: see TIERS).
+        let levels: Vec<(SchemaLevel, usize)> = Tier::NAMES
             .iter()
-            .map(|n| Plan::named(n).unwrap())
+            .map(|n| Tier::named(n).unwrap())
             .map(|p| (p.schema_level, p.builtins.len()))
             .collect();
         assert_eq!(
@@ -215,32 +216,32 @@ mod tests {
         );
         // Each level's lowest plan (named in refusals) is the weakest plan with that level.
         for level in SchemaLevel::ALL {
-            let weakest = Plan::NAMES
+            let weakest = Tier::NAMES
                 .iter()
-                .find(|n| Plan::named(n).unwrap().schema_level >= level)
+                .find(|n| Tier::named(n).unwrap().schema_level >= level)
                 .unwrap();
             assert_eq!(*weakest, level.lowest_plan(), "{level}");
         }
         // A plan's built-ins include every weaker plan's, and all are real built-ins.
-        for pair in Plan::NAMES.windows(2) {
-            let (lo, hi) = (Plan::named(pair[0]).unwrap(), Plan::named(pair[1]).unwrap());
+        for pair in Tier::NAMES.windows(2) {
+            let (lo, hi) = (Tier::named(pair[0]).unwrap(), Tier::named(pair[1]).unwrap());
             assert!(lo.builtins.iter().all(|b| hi.builtins.contains(b)));
             assert!(hi.builtins.iter().all(|b| ALL_BUILTINS.contains(b)));
         }
-        let hidden = Plan::named("teams").unwrap().hidden_builtins();
+        let hidden = Tier::named("teams").unwrap().hidden_builtins();
         assert_eq!(
             hidden.into_iter().collect::<Vec<_>>(),
             vec!["web_scraper", "web_search"]
         );
         assert!(
-            Plan::named("enterprise")
+            Tier::named("enterprise")
                 .unwrap()
                 .hidden_builtins()
                 .is_empty()
         );
-        let p = Plan::named("core").unwrap().restrict(Principal::local());
+        let p = Tier::named("core").unwrap().restrict(Principal::local());
         assert!(p.may_call("read_file") && !p.may_call("write_file") && p.may_call("my_tool"));
-        let msg = Plan::named("writer_pro").unwrap().limit_message(10);
+        let msg = Tier::named("writer_pro").unwrap().limit_message(10);
         assert!(
             msg.contains("`writer_pro`")
                 && msg.contains("10")
