@@ -183,6 +183,31 @@ impl ToolResult {
         }
     }
 
+    /// The error envelope of a call that never ran (nothing attempted, nothing cut, no
+    /// content): for results made outside the pipeline, such as an approved call whose principal
+    /// is gone or a call whose task failed.
+    pub fn refused(
+        tool: String,
+        call_id: CallId,
+        input: Value,
+        kind: ErrorKind,
+        message: String,
+    ) -> Self {
+        Self {
+            tool,
+            call_id,
+            fetched_at: Utc::now(),
+            input,
+            outcome: Outcome::Error { kind, message },
+            attempts: 0,
+            duration_ms: 0.0,
+            truncated: false,
+            output_ref: None,
+            content: Vec::new(),
+            approval_id: None,
+        }
+    }
+
     /// Whether the call succeeded.
     pub fn is_ok(&self) -> bool {
         matches!(self.outcome, Outcome::Data(_))

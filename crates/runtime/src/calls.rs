@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use toolgate_core::{CallRequest, CancelNote, CancellationToken, ErrorKind, Outcome, ToolResult};
+use toolgate_core::{CallRequest, CancelNote, CancellationToken, ErrorKind, ToolResult};
 
 use crate::Runtime;
 
@@ -92,22 +92,13 @@ impl Runtime {
 /// The result of a call whose task failed (a panic inside toolgate): it names the call's tool
 /// and id, as its audit record does.
 fn task_failed(tool: String, call_id: toolgate_core::CallId, error: &str) -> ToolResult {
-    ToolResult {
+    ToolResult::refused(
         tool,
         call_id,
-        fetched_at: chrono::Utc::now(),
-        input: serde_json::Value::Null,
-        outcome: Outcome::Error {
-            kind: ErrorKind::Execution,
-            message: format!("The call failed inside toolgate ({error}); please report this"),
-        },
-        attempts: 0,
-        duration_ms: 0.0,
-        truncated: false,
-        output_ref: None,
-        content: Vec::new(),
-        approval_id: None,
-    }
+        serde_json::Value::Null,
+        ErrorKind::Execution,
+        format!("The call failed inside toolgate ({error}); please report this"),
+    )
 }
 
 /// Cancels a call whose caller went away (its future dropped), noting

@@ -8,7 +8,7 @@
 //! ends `executed` with an `authorization` result: it never runs, and it never stays `approved`
 //! for every later start to retry.
 
-use toolgate_core::{CallId, ErrorKind, Outcome, Permission, Pipeline, Principal, ToolResult};
+use toolgate_core::{CallId, ErrorKind, Permission, Pipeline, Principal, ToolResult};
 use toolgate_store::{Approval, Store};
 
 use crate::op_error::OpError;
@@ -139,25 +139,16 @@ pub async fn run_approved(
 /// The result of an approved call whose principal is no longer configured: an envelope like
 /// every other (the approval's tool, call id and redacted arguments), with nothing run.
 fn principal_gone(approval: &Approval) -> ToolResult {
-    ToolResult {
-        tool: approval.tool.clone(),
-        call_id: CallId::parse(&approval.call_id).unwrap_or_default(),
-        fetched_at: chrono::Utc::now(),
-        input: approval.display.clone(),
-        outcome: Outcome::Error {
-            kind: ErrorKind::Authorization,
-            message: format!(
-                "Principal {} is no longer configured, so its approved call to {} was not run; configure the principal again and call the tool anew",
-                approval.principal, approval.tool
-            ),
-        },
-        attempts: 0,
-        duration_ms: 0.0,
-        truncated: false,
-        output_ref: None,
-        content: Vec::new(),
-        approval_id: None,
-    }
+    ToolResult::refused(
+        approval.tool.clone(),
+        CallId::parse(&approval.call_id).unwrap_or_default(),
+        approval.display.clone(),
+        ErrorKind::Authorization,
+        format!(
+            "Principal {} is no longer configured, so its approved call to {} was not run; configure the principal again and call the tool anew",
+            approval.principal, approval.tool
+        ),
+    )
 }
 
 fn not_found(id: &str) -> OpError {

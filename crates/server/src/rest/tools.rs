@@ -218,11 +218,7 @@ async fn create_tool(
     require_manage(&caller)?;
     let def = definition_from(&body)?;
     let actor = actor(&caller);
-    let editor = Editor {
-        principal: &caller.principal,
-        plan: &caller.plan,
-        actor: &actor,
-    };
+    let editor = editor(&caller, &actor);
     let change = gw
         .runtime()
         .add_definition(editor, def)
@@ -254,11 +250,7 @@ async fn update_tool(
         )));
     }
     let actor = actor(&caller);
-    let editor = Editor {
-        principal: &caller.principal,
-        plan: &caller.plan,
-        actor: &actor,
-    };
+    let editor = editor(&caller, &actor);
     let change = gw
         .runtime()
         .update_definition(editor, def)
@@ -274,11 +266,7 @@ async fn delete_tool(
 ) -> ApiResult<StatusCode> {
     require_manage(&caller)?;
     let actor = actor(&caller);
-    let editor = Editor {
-        principal: &caller.principal,
-        plan: &caller.plan,
-        actor: &actor,
-    };
+    let editor = editor(&caller, &actor);
     gw.runtime()
         .remove_definition(editor, &name)
         .await
@@ -356,4 +344,13 @@ async fn validate_tool(
         },
     };
     Ok(Json(body))
+}
+
+/// The caller as the runtime's definition use cases see it: grants, tier and the audit name.
+fn editor<'a>(caller: &'a Caller, actor: &'a str) -> Editor<'a> {
+    Editor {
+        principal: &caller.principal,
+        plan: &caller.plan,
+        actor,
+    }
 }
