@@ -226,10 +226,13 @@ pub struct ServerConfig {
 impl Config {
     /// The plan in force; `enterprise` (no limits) when the config names none.
     pub fn plan(&self) -> Result<Tier, RuntimeError> {
-        let name = self.plan.as_deref().unwrap_or("enterprise");
+        let Some(name) = self.plan.as_deref() else {
+            return Ok(Tier::enterprise());
+        };
         Tier::named(name).ok_or_else(|| {
             RuntimeError::Config(format!(
-                "Unknown plan {name:?} in the config file; use one of core, writer_pro, teams, enterprise"
+                "Unknown plan {name:?} in the config file; use one of {}",
+                Tier::NAMES.join(", ")
             ))
         })
     }
@@ -340,7 +343,8 @@ impl Config {
             None => Ok(default_plan.clone()),
             Some(name) => Tier::named(name).ok_or_else(|| {
                 RuntimeError::Config(format!(
-                    "[principals.{id}] unknown plan {name:?}; use one of core, writer_pro, teams, enterprise"
+                    "[principals.{id}] unknown plan {name:?}; use one of {}",
+                    Tier::NAMES.join(", ")
                 ))
             }),
         }

@@ -170,7 +170,7 @@ impl Default for GatewayOptions {
     fn default() -> Self {
         let server = ServerOptions::default();
         Self {
-            plan: Tier::named("enterprise").unwrap_or_else(no_limits),
+            plan: Tier::enterprise(),
             principals: Vec::new(),
             rate_limit: None,
             allowed_hosts: server.allowed_hosts,
@@ -181,17 +181,6 @@ impl Default for GatewayOptions {
             webhook: None,
             sessions: server.sessions,
         }
-    }
-}
-
-/// The enterprise plan's terms (no definition limit, every isolation level).
-fn no_limits() -> Tier {
-    Tier {
-        name: "enterprise".into(),
-        max_custom_definitions: None,
-        max_isolation: toolgate_core::Isolation::Restricted,
-        schema_level: toolgate_core::SchemaLevel::Full,
-        builtins: &toolgate_store::ALL_BUILTINS,
     }
 }
 

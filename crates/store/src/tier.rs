@@ -114,13 +114,23 @@ impl Tier {
     /// basic, 5), `teams` (50, strict, advanced, 8), `enterprise` (unlimited, restricted, full,
     /// all 10).
     pub fn named(name: &str) -> Option<Tier> {
-        TIERS.iter().find(|r| r.name == name).map(|r| Tier {
+        TIERS.iter().find(|r| r.name == name).map(Self::from_row)
+    }
+
+    /// The strongest tier, `enterprise` (no definition limit, every isolation level, full JSON
+    /// Schema, every built-in): the default when none is configured.
+    pub fn enterprise() -> Tier {
+        Self::from_row(&TIERS[TIERS.len() - 1])
+    }
+
+    fn from_row(r: &Row) -> Tier {
+        Tier {
             name: r.name.to_owned(),
             max_custom_definitions: r.max_custom_definitions,
             max_isolation: r.max_isolation,
             schema_level: r.schema_level,
             builtins: r.builtins,
-        })
+        }
     }
 
     /// What the plan allows a definition (for the registry and validation).
@@ -194,6 +204,7 @@ mod tests {
             (Some(50), Isolation::Strict)
         );
         let ent = Tier::named("enterprise").unwrap();
+        assert_eq!(Tier::enterprise(), ent);
         assert_eq!(
             (ent.max_custom_definitions, ent.max_isolation),
             (None, Isolation::Restricted)

@@ -62,11 +62,6 @@ fn must<T, E: std::fmt::Debug>(result: Result<T, E>, what: &str) -> T {
     result.unwrap_or_else(|e| panic!("The server harness could not set up {what}: {e:?}"))
 }
 
-/// The enterprise plan (every built-in, no limits).
-fn enterprise() -> Tier {
-    Tier::named("enterprise").unwrap_or_else(|| panic!("the enterprise plan is missing"))
-}
-
 /// A tool that waits `seconds` (cancellable) and returns them.
 pub fn slow_tool() -> Arc<dyn Tool> {
     Arc::new(
@@ -119,7 +114,7 @@ pub fn principal(
     PrincipalEntry {
         principal: p,
         token_sha256: Some(token_hash(token)),
-        plan: enterprise(),
+        plan: Tier::enterprise(),
         quota,
     }
 }
