@@ -13,8 +13,23 @@ cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export INSTA_UPDATE="${INSTA_UPDATE:-no}"   # snapshots are checked, never rewritten, here
+# Disk: a full run builds the workspace for tests, docs, examples and benchmarks. Line tables
+# keep backtraces readable at a fraction of full debug info's size, and CI (one build, no edits)
+# gains nothing from incremental artifacts. A variable already set wins.
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+export CARGO_PROFILE_TEST_DEBUG="${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}"
+if [ "${CI:-}" = true ]; then
+  export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+fi
 
 step() { printf '\n==> %s\n' "$*"; }
+
+# A full build needs several GiB; say so up front rather than as a linker's "No space left".
+free_kib=$(df -Pk . | awk 'NR==2 {print $4}')
+if [ "${free_kib:-0}" -lt $((6 * 1024 * 1024)) ]; then
+  echo "warning: only $((free_kib / 1024)) MiB free on $(df -P . | awk 'NR==2 {print $6}');" \
+    "the build and tests need about 6 GiB (delete old target directories to make room)" >&2
+fi
 
 case "${1:-}" in
   "") ;;
