@@ -378,7 +378,8 @@ pub struct ServerEntry {
     /// Governance for every tool of this server.
     #[serde(default, skip_serializing_if = "Governance::is_empty")]
     pub defaults: Governance,
-    /// Per-tool overrides, keyed by the upstream tool name.
+    /// Per-tool overrides, keyed by the upstream tool name (or its sanitised form, see
+    /// [`ServerEntry::tool_settings`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, Governance>,
     /// Anything else the entry carries, kept for round trips (rejected by validation).
@@ -411,13 +412,40 @@ impl ServerEntry {
         }
     }
 
-    /// The governance of the upstream tool `tool`: the server's `defaults` overlaid with
-    /// `tools.TOOL`.
+    /// The `[servers.NAME.tools.KEY]` table of the upstream tool `tool`, with its key: the one
+    /// keyed by the upstream name, else the one keyed by its sanitised name (`get_sum` for the
+    /// upstream `get-sum`, as the tool part of its toolgate name reads).
+    pub fn tool_settings(&self, tool: &str) -> Option<(&str, &Governance)> {
+        self.tools
+            .get_key_value(tool)
+            .or_else(|| {
+                self.tools
+                    .get_key_value(crate::naming::sanitize(tool).as_str())
+            })
+            .map(|(k, g)| (k.as_str(), g))
+    }
+
+    /// The governance of the upstream tool `tool`: the server's `defaults` overlaid with its
+    /// [`ServerEntry::tool_settings`].
     pub fn governance_for(&self, tool: &str) -> Governance {
-        match self.tools.get(tool) {
-            Some(own) => self.defaults.overlaid(own),
+        match self.tool_settings(tool) {
+            Some((_, own)) => self.defaults.overlaid(own),
             None => self.defaults.clone(),
         }
+    }
+
+    /// The keys of `[servers.NAME.tools]` that match none of `upstream` (the tool names the
+    /// server lists), for a warning: a misspelt key would otherwise change nothing unnoticed.
+    pub fn unmatched_tool_keys<'a>(&'a self, upstream: &[String]) -> Vec<&'a str> {
+        let matched: Vec<&str> = upstream
+            .iter()
+            .filter_map(|u| self.tool_settings(u).map(|(k, _)| k))
+            .collect();
+        self.tools
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !matched.contains(k))
+            .collect()
     }
 
     /// Whether `tool`'s annotations are trusted: `tools.TOOL.trust_annotations`, else
@@ -1250,6 +1278,20 @@ disabled = true
         let e = entry("command = \"/usr/bin/node\"\n[tools.echo]\ntrust_annotations = true\n");
         assert!(e.trusts_annotations("echo"));
         assert!(!e.trusts_annotations("add"));
+    }
+
+    #[test]
+    fn tool_tables_match_the_upstream_or_the_sanitised_name() {
+        let e = entry(
+            "command = \"/usr/bin/node\"\n[tools.get_sum]\ndisabled = true\n[tools.get-tiny-image]\ntimeout_ms = 5000\n[tools.get_tiny_image]\ntimeout_ms = 9000\n[tools.nope]\ndisabled = true\n",
+        );
+        assert!(e.tool_disabled("get-sum"));
+        assert!(e.tool_disabled("get_sum"));
+        assert!(!e.tool_disabled("echo"));
+        // The upstream name wins over the sanitised one.
+        assert_eq!(e.governance_for("get-tiny-image").timeout_ms, Some(5000));
+        let upstream = ["get-sum".to_owned(), "get-tiny-image".to_owned()];
+        assert_eq!(e.unmatched_tool_keys(&upstream), ["get_tiny_image", "nope"]);
     }
 
     #[test]

@@ -111,14 +111,9 @@ pub fn definition_in(
     let g = entry.governance_for(upstream);
     let mut issues = Vec::new();
     let at = |field: &str| {
-        let table = if entry
-            .tools
-            .get(upstream)
-            .is_some_and(|t| field_set(t, field))
-        {
-            format!("tools.{}", toml_key(upstream))
-        } else {
-            "defaults".to_owned()
+        let table = match entry.tool_settings(upstream) {
+            Some((key, t)) if field_set(t, field) => format!("tools.{}", toml_key(key)),
+            _ => "defaults".to_owned(),
         };
         format!("servers.{server}.{table}.{field}")
     };

@@ -50,8 +50,9 @@ pub(crate) fn snake(raw: &str) -> String {
     snake_words(&raw.to_ascii_lowercase())
 }
 
-/// The tool part of an upstream tool's toolgate name: [`snake_words`] of the upstream name,
-/// `tool_…` before a leading digit, `tool` when nothing usable is left. Not shortened (see
+/// The tool part of an upstream tool's toolgate name: the upstream name's lowercase ASCII
+/// letters and digits, every other run of characters (and each `camelCase` hump) turned into a
+/// single `_`, none at either end; `tool_…` before a leading digit, `tool` when nothing usable is left. Not shortened (see
 /// [`prefixed`] and [`bare`]).
 pub fn sanitize(upstream: &str) -> String {
     let mut name = snake_words(upstream);
