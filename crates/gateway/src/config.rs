@@ -492,7 +492,7 @@ impl ServerEntry {
             check_command(command, &mut out);
         }
         if let Some(url) = &self.url {
-            check_url(url, &mut out);
+            check_url(url, !self.headers.is_empty(), &mut out);
         }
         self.check_stdio_fields(&mut out);
         self.check_http_fields(&mut out);
@@ -772,7 +772,7 @@ fn check_command(command: &Path, out: &mut Issues) {
     }
 }
 
-fn check_url(url: &str, out: &mut Issues) {
+fn check_url(url: &str, has_headers: bool, out: &mut Issues) {
     let bad = |out: &mut Issues, why: &str| {
         out.push("url", "server.url", format!("URL {url:?} {why}"));
     };
@@ -817,10 +817,24 @@ fn check_url(url: &str, out: &mut Issues) {
             "carries credentials: remove user:password@ and send them in headers (headers = { Authorization = \"Bearer ${env:TOKEN}\" })",
         );
     }
-    if authority.host().is_empty() {
-        bad(
+    let host = authority.host();
+    if host.is_empty() {
+        return bad(
             out,
             "has no host: write the full endpoint, like https://mcp.example.com/mcp",
+        );
+    }
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if has_headers && uri.scheme_str() == Some("http") && !loopback {
+        out.push(
+            "headers",
+            "server.header_plaintext",
+            format!("The headers would travel unencrypted to {host} over http://: use an https:// url (plain http is for loopback servers)"),
         );
     }
 }
@@ -1143,6 +1157,9 @@ read_paths = ["/srv"]
         for (url, ok) in [
             ("https://mcp.example.com/mcp", true),
             ("http://127.0.0.1:8080/mcp", true),
+            ("http://localhost:8080/mcp", true),
+            ("http://[::1]:8080/mcp", true),
+            ("http://mcp.internal:8080/mcp", true),
             ("ws://example.com/mcp", false),
             ("example.com/mcp", false),
             ("https://user:pw@example.com/mcp", false),
@@ -1154,6 +1171,24 @@ read_paths = ["/srv"]
                 ..ServerEntry::default()
             };
             assert_eq!(e.validate(&name("x")).is_ok(), ok, "{url}");
+        }
+        // Headers (credentials, usually) go to a remote host only over https.
+        for (url, ok) in [
+            ("https://mcp.example.com/mcp", true),
+            ("http://127.0.0.1:8080/mcp", true),
+            ("http://[::1]:8080/mcp", true),
+            ("http://mcp.example.com/mcp", false),
+        ] {
+            let e = ServerEntry {
+                url: Some(url.into()),
+                headers: [("Authorization".to_owned(), "Bearer x".to_owned())].into(),
+                ..ServerEntry::default()
+            };
+            let got = e.validate(&name("x"));
+            assert_eq!(got.is_ok(), ok, "{url}: {got:?}");
+            if let Err(issues) = got {
+                assert_eq!(issues[0].code, "server.header_plaintext");
+            }
         }
     }
 
