@@ -83,7 +83,9 @@ fn fit(name: String, upstream: &str, max: usize) -> String {
 
 /// `SERVER__TOOL` for the upstream tool `upstream`, shortened to 64 characters when needed.
 pub fn prefixed(server: &ServerName, upstream: &str) -> String {
-    let max = MAX_NAME_LEN - server.as_str().len() - SEPARATOR.len();
+    let max = MAX_NAME_LEN
+        .saturating_sub(server.as_str().len() + SEPARATOR.len())
+        .max(HASH_CHARS + 2);
     format!(
         "{server}{SEPARATOR}{}",
         fit(sanitize(upstream), upstream, max)

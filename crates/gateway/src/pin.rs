@@ -8,7 +8,7 @@
 //! message ([`summary`]) and the web UI.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_core::write_canonical;
 
@@ -161,22 +161,6 @@ pub fn summary(changes: &[Change]) -> String {
     parts.join(", ")
 }
 
-/// The changes as a JSON array of `{field, old, new}` (for the store and the web UI).
-pub fn changes_json(changes: &[Change]) -> Value {
-    Value::Array(
-        changes
-            .iter()
-            .map(|c| {
-                let mut m = Map::new();
-                m.insert("field".into(), Value::String(c.field.clone()));
-                m.insert("old".into(), c.old.clone().unwrap_or(Value::Null));
-                m.insert("new".into(), c.new.clone().unwrap_or(Value::Null));
-                Value::Object(m)
-            })
-            .collect(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,7 +281,7 @@ mod tests {
         new.input_schema["required"] = json!(["path", "mode"]);
         new.annotations = None;
         let changes = diff(&old, &new);
-        insta::assert_json_snapshot!("diff", changes_json(&changes));
+        insta::assert_json_snapshot!("diff", changes);
         insta::assert_snapshot!("summary", summary(&changes));
         let one = diff(&old, &{
             let mut t = old.clone();
