@@ -96,8 +96,38 @@ async fn servers_body(db: &TestDb) {
         .map(|s| s.name)
         .collect();
     assert_eq!(names, ["everything", "files"]);
+    assert_eq!(store.servers().await.unwrap()[0], replaced);
     assert_eq!(store.server("everything").await.unwrap().unwrap(), replaced);
     assert!(store.server("nope").await.unwrap().is_none());
+
+    // Adding refuses a name already stored (put replaces).
+    let twice = store
+        .add_server(
+            "files",
+            &json!({"url": "https://other.example/mcp"}),
+            "mallory",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(twice.kind(), StoreErrorKind::Conflict);
+    assert!(
+        twice.to_string().contains("`files` is already stored"),
+        "{twice}"
+    );
+    assert_eq!(
+        store.server("files").await.unwrap().unwrap().created_by,
+        "alice",
+        "the refused add changed nothing"
+    );
+    let added = store
+        .add_server(
+            "third",
+            &json!({"url": "https://third.example/mcp"}),
+            "dave",
+        )
+        .await
+        .unwrap();
+    assert_eq!(added.created_by, "dave");
 
     let refused = store
         .put_server("bad", &json!(["not", "an", "object"]), "alice")
@@ -158,6 +188,12 @@ async fn servers_body(db: &TestDb) {
                 "everything".into(),
                 "bob".into(),
                 Some(json!({"server": "everything"}))
+            ),
+            (
+                EventKind::ServerAdded,
+                "third".into(),
+                "dave".into(),
+                Some(json!({"server": "third"}))
             ),
             (
                 EventKind::ServerRemoved,
