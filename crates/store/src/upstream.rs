@@ -816,10 +816,19 @@ impl Store {
                     (pin, Some(event))
                 }
                 None if pin.approved_hash.as_deref() == Some(hash) => (pin, None),
+                Some(pending) if pin.approved_hash.as_deref() == Some(hash) => {
+                    return Err(StoreError::GatewayState(format!(
+                        "Definition {} of `{tool}` (server `{server}`) is already the approved one; the tool is held because the server now shows {}, which awaits review: review it (`toolgate servers tools {server}`) and approve {} to serve the tool again",
+                        short(hash),
+                        short(pending),
+                        short(pending),
+                    )));
+                }
                 Some(pending) => {
                     return Err(StoreError::GatewayState(format!(
-                        "Definition {} of `{tool}` (server `{server}`) is no longer the one awaiting review: the server has shown {} since; review that one (`toolgate servers tools {server}`) and approve it",
+                        "Definition {} of `{tool}` (server `{server}`) is not the one awaiting review, {}: the server changed it again since it was reviewed, or the hash is mistyped; review {} (`toolgate servers tools {server}`) and approve that one",
                         short(hash),
+                        short(pending),
                         short(pending),
                     )));
                 }
