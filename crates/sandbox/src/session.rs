@@ -442,6 +442,12 @@ impl Runner {
     /// [`Session::started`] (`unavailable`), in the exit, and in the stderr tail; use
     /// [`Runner::start_session`] to wait for the start.
     pub fn spawn_session(&self, job: SessionJob) -> Result<Session, SandboxError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(SandboxError::Spawn(format!(
+                "{}: sessions are started within a Tokio runtime (their pipes and reaper run on it)",
+                job.label
+            )));
+        }
         self.check_session(&job)?;
         let prepared = self.prepare(
             job.level,

@@ -474,6 +474,17 @@ async fn dropping_a_session_kills_it() {
     }
 }
 
+async fn tail_ending(handle: &SessionHandle, end: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tail = handle.stderr_tail();
+        if tail.ends_with(end) || Instant::now() > deadline {
+            return tail;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test]
 async fn the_stderr_tail_is_captured_continuously_and_holds_only_the_program_s_output() {
     let script = "import sys\nfor line in sys.stdin:\n    sys.stderr.write('x' * 1000 + '\\n' if line.startswith('bulk') else 'said ' + line)\n    sys.stderr.flush()\n    print('ok', flush=True)\n";
@@ -483,12 +494,13 @@ async fn the_stderr_tail_is_captured_continuously_and_holds_only_the_program_s_o
         .unwrap();
     let mut io = Io::new(session);
     assert_eq!(io.ask("hello").await, "ok");
-    assert_eq!(io.handle.stderr_tail(), "said hello");
+    // stdout and stderr are separate pipes: the tail catches up within moments.
+    assert_eq!(tail_ending(&io.handle, "said hello").await, "said hello");
     for _ in 0..10 {
         assert_eq!(io.ask("bulk").await, "ok");
     }
     assert_eq!(io.ask("last words").await, "ok");
-    let tail = io.handle.stderr_tail();
+    let tail = tail_ending(&io.handle, "said last words").await;
     assert!(tail.ends_with("said last words"), "{tail}");
     assert!(tail.len() <= 4096 && tail.len() > 3000, "{}", tail.len());
     assert!(!tail.contains("toolgate-sandbox"), "{tail}");
@@ -695,4 +707,20 @@ async fn the_memory_and_process_limits_apply_to_a_session() {
         String::from_utf8_lossy(&out.stdout),
         "allocated 536870912\n"
     );
+}
+
+#[test]
+fn the_parts_can_move_to_other_tasks() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    fn reader<T: tokio::io::AsyncRead + Send + Unpin + 'static>() {}
+    fn writer<T: tokio::io::AsyncWrite + Send + Unpin + 'static>() {}
+    send_sync::<Session>();
+    send_sync::<SessionHandle>();
+    reader::<ChildStdout>();
+    writer::<ChildStdin>();
+    // Outside a runtime a session cannot start (its reaper runs on one): an error, no panic.
+    let err = runner()
+        .spawn_session(job(Isolation::None, "/bin/cat", &[]))
+        .unwrap_err();
+    assert!(err.to_string().contains("within a Tokio runtime"), "{err}");
 }
