@@ -358,7 +358,7 @@ impl Runner {
             cgroup_procs: cgroups.procs_files(),
             outside_uid: self.outside().0,
             outside_gid: self.outside().1,
-            announce_start: false,
+            session: false,
         }
     }
 

@@ -634,7 +634,7 @@ impl Runner {
             cgroup_procs: prepared.guard.cgroups.procs_files(),
             outside_uid: self.outside().0,
             outside_gid: self.outside().1,
-            announce_start: true,
+            session: true,
         }
     }
 }

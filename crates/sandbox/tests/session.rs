@@ -724,3 +724,32 @@ fn the_parts_can_move_to_other_tasks() {
         .unwrap_err();
     assert!(err.to_string().contains("within a Tokio runtime"), "{err}");
 }
+
+/// An executor killed outright (no drop, no cleanup) takes its sessions along: stage 1 of each
+/// notices that its parent is gone and kills the namespace.
+#[tokio::test]
+async fn a_session_does_not_outlive_its_executor() {
+    use std::io::BufRead;
+    for level in ["standard", "strict"] {
+        let mut holder = std::process::Command::new(common::FIXTURE)
+            .args(["hold-session", level])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(holder.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid: u32 = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+        let mut tree = descendants(pid);
+        tree.insert(pid);
+        assert!(tree.len() >= 2, "{level}: {tree:?}");
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        assert_eq!(
+            settle(&tree).await,
+            Vec::<u32>::new(),
+            "{level}: outlived its executor"
+        );
+    }
+}
