@@ -738,3 +738,68 @@ fn runtime_paths(program: &Path, args: &[String]) -> Vec<PathBuf> {
     }
     out
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn the_interpreter_of_a_script_is_found_directly_or_through_env() {
+        let d = tempfile::tempdir().unwrap();
+        let sh = script(d.path(), "a", "#!/bin/sh -e\necho\n");
+        assert_eq!(interpreter(&sh), Some(PathBuf::from("/bin/sh")));
+        // env with flags and assignments: the first plain word is the program, looked up
+        // beside the script first, then on the standard PATH.
+        std::fs::write(d.path().join("mynode"), "").unwrap();
+        let beside = script(d.path(), "b", "#!/usr/bin/env -S A=1 mynode --flag\n");
+        assert_eq!(interpreter(&beside), Some(d.path().join("mynode")));
+        let on_path = script(d.path(), "c", "#!/usr/bin/env sh\n");
+        assert!(interpreter(&on_path).is_some_and(|p| p.ends_with("sh")));
+        let missing = script(d.path(), "e", "#!/usr/bin/env no-such-interpreter-here\n");
+        assert_eq!(interpreter(&missing), None);
+        let relative = script(d.path(), "f", "#!bin/sh\n");
+        assert_eq!(interpreter(&relative), None);
+        let binary = script(d.path(), "g", "\x7fELF\x02\x01\x01");
+        assert_eq!(interpreter(&binary), None);
+    }
+
+    #[test]
+    fn runtime_paths_cover_the_prefix_and_node_modules_and_never_the_root() {
+        let d = tempfile::tempdir().unwrap();
+        let prefix = d.path().join("opt/rt");
+        for sub in ["bin", "lib", "share"] {
+            std::fs::create_dir_all(prefix.join(sub)).unwrap();
+        }
+        let program = script(&prefix.join("bin"), "rt", "");
+        let got = runtime_paths(&program, &[]);
+        assert!(got.contains(&prefix.join("bin")), "{got:?}");
+        assert!(got.contains(&prefix.join("lib")), "{got:?}");
+        // Only what a runtime needs: not its whole prefix, not its other folders.
+        assert!(!got.contains(&prefix), "{got:?}");
+        assert!(!got.contains(&prefix.join("share")), "{got:?}");
+        // A program in /bin: its prefix is / — never readable as a whole.
+        let got = runtime_paths(Path::new("/bin/sh"), &[]);
+        assert!(!got.iter().any(|p| p == Path::new("/")), "{got:?}");
+        // A script argument inside nested node_modules: the outermost folder and its package.
+        let app = d.path().join("app");
+        let inner = app.join("node_modules/a/node_modules/b/dist");
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::write(app.join("node_modules/a/node_modules/b/package.json"), "{}").unwrap();
+        let main = script(&inner, "index.js", "");
+        let got = runtime_paths(Path::new("/bin/sh"), &[main.display().to_string()]);
+        let real = |p: PathBuf| std::fs::canonicalize(p).unwrap();
+        assert!(got.contains(&real(app.join("node_modules"))), "{got:?}");
+        assert!(
+            got.contains(&real(app.join("node_modules/a/node_modules/b"))),
+            "{got:?}"
+        );
+        assert!(!got.contains(&real(app.clone())), "{got:?}");
+    }
+}
