@@ -484,4 +484,55 @@ async fn a_changed_tool_list_is_reported_and_listed_anew() {
         echo(&after).as_deref(),
         Some("Echoes the text back. Changed.")
     );
+
+    // A restart that lists other tools than the last listing is a change too.
+    let r = call(&p, "exit", json!({})).await;
+    assert_eq!(r.error_kind(), Some(ErrorKind::Unavailable));
+    let mut events = up.subscribe();
+    assert!(call_echo(&p).await);
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        seen.push(event);
+    }
+    assert_eq!(
+        seen,
+        [
+            UpstreamEvent::State(ServerState::Starting),
+            UpstreamEvent::State(ServerState::Ready),
+            UpstreamEvent::ToolsChanged
+        ]
+    );
+    let restarted = up.tools().await.unwrap();
+    assert_eq!(echo(&restarted).as_deref(), Some("Echoes the text back."));
+}
+
+#[tokio::test]
+async fn log_messages_reach_no_one_when_their_call_is_unclear() {
+    let (e, _dir, record) = recording();
+    let (up, _) = upstream("tests", e);
+    let p = pipeline(&up);
+    let slow_client = Arc::new(Client::default());
+    let log_client = Arc::new(Client::default());
+    let cancel = CancellationToken::new();
+    let slow = p.call(
+        request("slow", json!({"seconds": 30}))
+            .cancel_token(cancel.clone())
+            .client(slow_client.clone()),
+    );
+    let logger = async {
+        eventually("the slow tool starts", || {
+            recorded(&record).contains(&"slow started".to_owned())
+        })
+        .await;
+        // Two calls in flight and stdio names neither: the log goes to neither caller.
+        let r = p
+            .call(request("log", json!({})).client(log_client.clone()))
+            .await;
+        cancel.cancel();
+        r
+    };
+    let (_, logged) = tokio::join!(slow, logger);
+    assert_eq!(logged.data(), Some(&json!("logged")));
+    assert!(log_client.logs.lock().unwrap().is_empty());
+    assert!(slow_client.logs.lock().unwrap().is_empty());
 }

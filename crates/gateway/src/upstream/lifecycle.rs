@@ -83,7 +83,7 @@ impl HttpConnector {
     /// That client sends `target.headers` and nothing else on every request.
     pub fn new<C, F>(make_client: F) -> Self
     where
-        C: StreamableHttpClient + Sync,
+        C: StreamableHttpClient,
         F: Fn(&HttpTarget) -> Result<C, GatewayError> + Send + Sync + 'static,
     {
         Self {
@@ -255,6 +255,18 @@ impl Drop for Busy {
     fn drop(&mut self) {
         self.0.touch();
         self.0.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Puts a start whose caller gave up half-way (the future was dropped) back to `Stopped`; the
+/// half-started process dies with its dropped handle.
+struct Unfinished<'a>(Option<&'a Inner>);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0 {
+            inner.set(Slot::Stopped);
+        }
     }
 }
 
@@ -579,7 +591,10 @@ impl Upstream {
             }
         }
         self.inner.set(Slot::Starting);
-        match self.connect().await {
+        let mut unfinished = Unfinished(Some(&self.inner));
+        let connected = self.connect().await;
+        unfinished.0 = None;
+        match connected {
             Ok((conn, changed)) => {
                 self.inner.set(Slot::Ready(Arc::clone(&conn)));
                 if changed {
