@@ -78,7 +78,7 @@ async fn lists_tools_with_their_schemas_and_starts_once() {
 
 #[tokio::test]
 async fn the_stdio_launch_carries_only_the_entrys_environment() {
-    let (mut e, _dir, _record) = recording();
+    let (mut e, _dir, record) = recording();
     e.env.insert("ONLY_THIS".into(), "yes".into());
     e.args = vec!["--flag".into()];
     e.isolation = None;
@@ -99,6 +99,17 @@ async fn the_stdio_launch_carries_only_the_entrys_environment() {
     names.sort_unstable();
     assert_eq!(names, ["ONLY_THIS", "TOOLGATE_TEST_UPSTREAM_RECORD"]);
     assert!(!format!("{launch:?}").contains("caller-secret"));
+    // The request carried the arguments and a progress token, nothing of the caller's.
+    let lines = recorded(&record);
+    let echo = lines.iter().find(|l| l.starts_with("echo meta")).unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_str(echo["echo meta ".len()..].split(" args ").next().unwrap()).unwrap();
+    assert_eq!(
+        meta.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["progressToken"]
+    );
+    assert!(echo.ends_with(r#"args {"text":"hi"}"#), "{echo}");
+    assert!(!lines.iter().any(|l| l.contains("caller-secret")));
 }
 
 #[tokio::test]

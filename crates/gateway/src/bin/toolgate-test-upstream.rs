@@ -3,7 +3,8 @@
 //! sampling requests, a changing tool list and a tool that makes the process exit.
 //!
 //! Events the tests check are appended, one per line, to the file named by
-//! `TOOLGATE_TEST_UPSTREAM_RECORD` (when set): `started PID`, `slow started`, `slow cancelled`.
+//! `TOOLGATE_TEST_UPSTREAM_RECORD` (when set): `started PID`, `slow started`, `slow cancelled`,
+//! `echo meta {…} args {…}`.
 
 // The tests exercise logging and sampling, which revision 2026-07-28 deprecates.
 #![allow(deprecated)]
@@ -114,7 +115,15 @@ impl ServerHandler for Upstream {
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let peer = &context.peer;
         match request.name.as_ref() {
-            "echo" => Ok(text_result(args["text"].as_str().unwrap_or_default())),
+            "echo" => {
+                // Everything the request carried besides the arguments, for the test that
+                // nothing of the caller's reaches an upstream.
+                record(&format!(
+                    "echo meta {} args {args}",
+                    serde_json::to_string(&context.meta).unwrap_or_default()
+                ));
+                Ok(text_result(args["text"].as_str().unwrap_or_default()))
+            }
             "add" => {
                 let sum = args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0);
                 Ok(CallToolResponse::Complete(CallToolResult::structured(

@@ -449,6 +449,7 @@ impl Upstream {
     /// starts it again.
     pub async fn stop(&self) {
         let _starting = self.inner.start_lock.lock().await;
+        self.inner.failures.store(0, Ordering::SeqCst);
         if let Slot::Ready(conn) = self.inner.set(Slot::Stopped) {
             conn.shut("it was stopped".to_owned());
             let _ = tokio::time::timeout(REAP_TIMEOUT * 2, conn.ended.cancelled()).await;
