@@ -2,7 +2,8 @@
 //! messages, elicitation and sampling requests to the toolgate call they belong to, and reports
 //! `notifications/tools/list_changed`.
 //!
-//! One [`ClientSide`] serves one connection, shared by every session. Progress carries the
+//! One [`ClientSide`] serves one connection, shared by every session; its [`Routed`] transport
+//! delivers progress and log messages in order with the results. Progress carries the
 //! call's progress token, so it always reaches the right call. Log messages and elicitation or
 //! sampling requests carry no call on stdio: they go to the call the transport associates them
 //! with (Streamable HTTP), else to the only call in flight; with several calls in flight and no
@@ -22,7 +23,11 @@ use rmcp::model::{
     LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
     RequestId,
 };
-use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext};
+use rmcp::model::{JsonRpcMessage, JsonRpcNotification, ServerNotification};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage,
+};
+use rmcp::transport::Transport;
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
 use serde_json::{Value, json};
 use toolgate_core::{ElicitAnswer, LogLevel, SamplingRequest, ToolContext};
@@ -109,6 +114,23 @@ impl Routes {
         }
     }
 
+    /// Delivers a log message to the client of the call it belongs to, if that is clear.
+    fn log(&self, params: LoggingMessageNotificationParam, extensions: &Extensions) {
+        let level = to_level(params.level);
+        let server = &self.server;
+        match self.target(extensions) {
+            Ok(ctx) => match ctx.client("log messages") {
+                Ok(client) => client.log(level, params.logger.as_deref(), params.data),
+                Err(_) => {
+                    tracing::debug!(%server, level = level.as_str(), data = %params.data, "upstream log (the call has no client)");
+                }
+            },
+            Err(why) => {
+                tracing::debug!(%server, level = level.as_str(), data = %params.data, %why, "upstream log not relayed");
+            }
+        }
+    }
+
     /// The call an upstream message belongs to: the one the transport associates it with, else
     /// the only call in flight; `Err` says why none.
     fn target(&self, extensions: &Extensions) -> Result<ToolContext, String> {
@@ -174,6 +196,46 @@ impl Drop for RouteGuard {
     }
 }
 
+/// A transport that hands progress and log notifications to their call as they are read, in
+/// order with the responses: rmcp runs notification handlers in tasks of their own, so a
+/// notification read before a call's result could otherwise reach the caller after it (and be
+/// lost, the caller's channel closed with the result).
+pub(crate) struct Routed<T> {
+    inner: T,
+    routes: Arc<Routes>,
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            match self.inner.receive().await? {
+                JsonRpcMessage::Notification(JsonRpcNotification {
+                    notification: ServerNotification::ProgressNotification(n),
+                    ..
+                }) => self.routes.progress(n.params),
+                JsonRpcMessage::Notification(JsonRpcNotification {
+                    notification: ServerNotification::LoggingMessageNotification(n),
+                    ..
+                }) => self.routes.log(n.params, &n.extensions),
+                other => return Some(other),
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
 /// rmcp's client handler for one upstream connection.
 #[derive(Clone)]
 pub(crate) struct ClientSide {
@@ -183,6 +245,14 @@ pub(crate) struct ClientSide {
 impl ClientSide {
     pub(crate) fn new(routes: Arc<Routes>) -> Self {
         Self { routes }
+    }
+
+    /// `transport`, with progress and log notifications routed as they are read.
+    pub(crate) fn routed<T: Transport<RoleClient>>(&self, transport: T) -> Routed<T> {
+        Routed {
+            inner: transport,
+            routes: Arc::clone(&self.routes),
+        }
     }
 }
 
@@ -271,19 +341,7 @@ impl ClientHandler for ClientSide {
         params: LoggingMessageNotificationParam,
         context: NotificationContext<RoleClient>,
     ) {
-        let level = to_level(params.level);
-        let server = &self.routes.server;
-        match self.routes.target(&context.extensions) {
-            Ok(ctx) => match ctx.client("log messages") {
-                Ok(client) => client.log(level, params.logger.as_deref(), params.data),
-                Err(_) => {
-                    tracing::debug!(%server, level = level.as_str(), data = %params.data, "upstream log (the call has no client)");
-                }
-            },
-            Err(why) => {
-                tracing::debug!(%server, level = level.as_str(), data = %params.data, %why, "upstream log not relayed");
-            }
-        }
+        self.routes.log(params, &context.extensions);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

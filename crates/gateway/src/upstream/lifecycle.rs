@@ -13,6 +13,7 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpClientTransportConfig,
 };
@@ -94,6 +95,7 @@ impl HttpConnector {
                     let config = StreamableHttpClientTransportConfig::with_uri(target.url.clone())
                         .reinit_on_expired_session(true);
                     let transport = StreamableHttpClientTransport::with_client(client, config);
+                    let transport = side.routed(transport);
                     side.serve(transport).await.map_err(|e| error_chain(&e))
                 })
             }),
@@ -524,11 +526,6 @@ impl Upstream {
             }
         };
         cancel.id = None;
-        // rmcp hands each notification to a task of its own: let those that came before the
-        // answer (progress, logs) run before the call returns.
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
         match response {
             Ok(ServerResult::CallToolResult(result)) => {
                 self.inner.failures.store(0, Ordering::SeqCst);
@@ -773,8 +770,9 @@ async fn start_stdio(
     } = spawner
         .spawn(launch)
         .map_err(|e| (format!("Server {name} could not start: {e}"), String::new()))?;
+    let transport = side.routed(AsyncRwTransport::new(stdout, stdin));
     let served = tokio::select! {
-        served = side.serve((stdout, stdin)) => served.map_err(|e| error_chain(&e)),
+        served = side.serve(transport) => served.map_err(|e| error_chain(&e)),
         status = handle.exited() => Err(format!("the process exited ({status})")),
         () = tokio::time::sleep(START_TIMEOUT) => Err(format!("no answer to initialize within {} s", START_TIMEOUT.as_secs())),
     };
