@@ -208,6 +208,10 @@ pub(crate) struct Routed<T> {
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
     type Error = T::Error;
 
+    fn name() -> std::borrow::Cow<'static, str> {
+        "MCP connection".into()
+    }
+
     fn send(
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,

@@ -11,7 +11,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
     ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{
@@ -96,7 +96,7 @@ impl HttpConnector {
                         .reinit_on_expired_session(true);
                     let transport = StreamableHttpClientTransport::with_client(client, config);
                     let transport = side.routed(transport);
-                    side.serve(transport).await.map_err(|e| error_chain(&e))
+                    side.serve(transport).await.map_err(|e| init_error(&e))
                 })
             }),
         }
@@ -349,7 +349,10 @@ impl Inner {
         let next = if died {
             let failures = self.failures.fetch_add(1, Ordering::SeqCst) + 1;
             Slot::Failed {
-                error: format!("Server {} {reason}", self.name),
+                error: format!(
+                    "Server {} {reason}; it is restarted on the next use",
+                    self.name
+                ),
                 stderr_tail,
                 retry_at: Instant::now() + backoff(failures),
             }
@@ -772,25 +775,43 @@ async fn start_stdio(
         .map_err(|e| (format!("Server {name} could not start: {e}"), String::new()))?;
     let transport = side.routed(AsyncRwTransport::new(stdout, stdin));
     let served = tokio::select! {
-        served = side.serve(transport) => served.map_err(|e| error_chain(&e)),
+        served = side.serve(transport) => served.map_err(|e| init_error(&e)),
         status = handle.exited() => Err(format!("the process exited ({status})")),
         () = tokio::time::sleep(START_TIMEOUT) => Err(format!("no answer to initialize within {} s", START_TIMEOUT.as_secs())),
     };
     match served {
         Ok(service) => Ok((service, handle)),
         Err(why) => {
-            // A process that ended the handshake by exiting says how.
+            // A process that ended the handshake by exiting says how; that is the cause.
             let why = match tokio::time::timeout(Duration::from_secs(1), handle.exited()).await {
-                Ok(status) if !why.contains(&status) => {
-                    format!("{why}; the process exited ({status})")
+                Ok(status) => {
+                    format!("the process exited ({status}) before completing the MCP handshake")
                 }
-                _ => why,
+                Err(_) => why,
             };
             let tail = handle.stderr_tail();
             handle.kill();
             let _ = tokio::time::timeout(REAP_TIMEOUT, handle.exited()).await;
-            Err((format!("Server {name} could not start: {why}"), tail))
+            Err((
+                format!(
+                    "Server {name} could not start: {why}; check that its command runs an MCP server on stdio"
+                ),
+                tail,
+            ))
         }
+    }
+}
+
+/// A failed MCP handshake in words (rmcp's own text names Rust types).
+fn init_error(e: &ClientInitializeError) -> String {
+    match e {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{context} failed: {}", error.error)
+        }
+        ClientInitializeError::ConnectionClosed(what) => {
+            format!("the connection closed while toolgate waited for the {what}")
+        }
+        other => error_chain(other),
     }
 }
 
