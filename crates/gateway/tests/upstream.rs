@@ -547,3 +547,74 @@ async fn log_messages_reach_no_one_when_their_call_is_unclear() {
     assert!(log_client.logs.lock().unwrap().is_empty());
     assert!(slow_client.logs.lock().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_url_entry_runs_over_the_connectors_transport_and_reconnects() {
+    use rmcp::RoleClient;
+    use rmcp::transport::async_rw::AsyncRwTransport;
+    use toolgate_gateway::upstream::{Connector, HttpConnector, HttpTarget, Upstream};
+
+    // The connector's transport is the test upstream's pipes: the lifecycle of a connection
+    // without a process of its own (what Streamable HTTP gives), without an HTTP server.
+    let targets: Arc<std::sync::Mutex<Vec<HttpTarget>>> = Arc::default();
+    let children: Arc<std::sync::Mutex<Vec<tokio::process::Child>>> = Arc::default();
+    let (seen, kept) = (targets.clone(), children.clone());
+    let http = HttpConnector::new(move |target: HttpTarget| {
+        seen.lock().unwrap().push(target);
+        let kept = kept.clone();
+        async move {
+            let mut child = tokio::process::Command::new(test_upstream())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+            kept.lock().unwrap().push(child);
+            Ok(AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin))
+        }
+    });
+    let e = ServerEntry {
+        url: Some("https://mcp.example.com/mcp".into()),
+        headers: [("X-Api-Key".to_owned(), "entry-secret".to_owned())].into(),
+        idle_timeout_secs: Some(1),
+        ..ServerEntry::default()
+    };
+    let connector = Connector {
+        stdio: Arc::new(TestSpawner::default()),
+        http: Some(http),
+    };
+    let up = Upstream::new(server_name("remote"), e, connector);
+    let p = pipeline(&up);
+    let r = p
+        .call(
+            request("echo", json!({"text": "over the wire"}))
+                .auth(serde_json::from_value(json!({"token": "caller-secret"})).unwrap()),
+        )
+        .await;
+    assert_eq!(r.data(), Some(&json!("over the wire")), "{:?}", r.error());
+    {
+        let targets = targets.lock().unwrap();
+        assert_eq!(targets.len(), 1);
+        assert_eq!(targets[0].label, "remote");
+        assert_eq!(targets[0].url, "https://mcp.example.com/mcp");
+        assert_eq!(
+            targets[0].headers,
+            [("X-Api-Key".to_owned(), "entry-secret".to_owned())].into()
+        );
+    }
+    // The idle timeout is for processes: a remote connection stays.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(up.state(), ServerState::Ready);
+
+    // The far end goes away: the state says so and the next call reconnects.
+    children.lock().unwrap()[0].start_kill().unwrap();
+    eventually("the lost connection shows", || {
+        matches!(up.state(), ServerState::Failed { error, .. } if error.contains("ended the connection"))
+    })
+    .await;
+    assert!(call_echo(&p).await);
+    assert_eq!(targets.lock().unwrap().len(), 2);
+    up.stop().await;
+}

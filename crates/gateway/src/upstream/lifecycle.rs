@@ -3,6 +3,7 @@
 //! (with backoff when starts keep failing), stopped after its idle timeout, and never outliving
 //! its handle: stopping or dropping the last [`Upstream`] kills the process.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
@@ -12,11 +13,8 @@ use rmcp::model::{
     ServerResult,
 };
 use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig,
-};
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -65,38 +63,45 @@ pub struct HttpTarget {
     pub url: String,
     /// The only headers to send (the entry's, `${env:…}` expanded). Nothing of toolgate's own
     /// caller — no token, no header — is ever added.
-    pub headers: Vec<(String, String)>,
+    pub headers: BTreeMap<String, String>,
 }
 
 type OpenHttp =
     dyn Fn(ClientSide, HttpTarget) -> BoxFuture<'static, Result<Service, String>> + Send + Sync;
 
-/// Opens Streamable HTTP connections with an HTTP client of the embedder's choosing (toolgate's
-/// network-policy client in production). The transport re-initialises a session the server
-/// expired (HTTP 404) by itself.
+/// Opens Streamable HTTP connections through a transport factory of the embedder's choosing
+/// (toolgate's network-policy client in production).
 #[derive(Clone)]
 pub struct HttpConnector {
     open: Arc<OpenHttp>,
 }
 
 impl HttpConnector {
-    /// A connector whose connections use the client `make_client` returns for each target.
-    /// That client sends `target.headers` and nothing else on every request.
-    pub fn new<C, F>(make_client: F) -> Self
+    /// A connector whose connections run over the transport `connect` makes for each target
+    /// (typically rmcp's `StreamableHttpClientTransport` over a policy-checked client, with
+    /// `reinit_on_expired_session` so that a session the server expired is re-initialised).
+    /// The transport sends `target.headers` and MCP's own, nothing else; an `Err` is shown as
+    /// is (name the server in it).
+    pub fn new<F, Fut, T>(connect: F) -> Self
     where
-        C: StreamableHttpClient,
-        F: Fn(&HttpTarget) -> Result<C, GatewayError> + Send + Sync + 'static,
+        F: Fn(HttpTarget) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, GatewayError>> + Send + 'static,
+        T: Transport<RoleClient> + 'static,
     {
         Self {
             open: Arc::new(move |side, target| {
-                let client = make_client(&target);
+                let label = target.label.clone();
+                let url = target.url.clone();
+                let transport = connect(target);
                 Box::pin(async move {
-                    let client = client.map_err(|e| e.to_string())?;
-                    let config = StreamableHttpClientTransportConfig::with_uri(target.url.clone())
-                        .reinit_on_expired_session(true);
-                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    let transport = transport.await.map_err(|e| e.to_string())?;
                     let transport = side.routed(transport);
-                    side.serve(transport).await.map_err(|e| init_error(&e))
+                    side.serve(transport).await.map_err(|e| {
+                        format!(
+                            "Server {label} could not complete the MCP handshake at {url}: {}",
+                            init_error(&e)
+                        )
+                    })
                 })
             }),
         }
@@ -676,11 +681,7 @@ impl Upstream {
             let target = HttpTarget {
                 label: name.to_string(),
                 url: url.clone(),
-                headers: entry
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
+                headers: entry.headers.clone(),
             };
             let service = tokio::time::timeout(START_TIMEOUT, (http.open)(side, target))
                 .await
@@ -693,12 +694,7 @@ impl Upstream {
                         String::new(),
                     )
                 })?
-                .map_err(|e| {
-                    (
-                        format!("Server {name} could not be reached at {url}: {e}"),
-                        String::new(),
-                    )
-                })?;
+                .map_err(|e| (e, String::new()))?;
             (service, None)
         } else {
             return Err((
