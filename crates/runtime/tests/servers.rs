@@ -360,6 +360,7 @@ async fn stored_pins_serve_tools_before_the_server_starts_and_a_change_meanwhile
 
     // Reopened: the approved tools are there at once, the server not started.
     let runtime = open(dir.path(), &python).await;
+    assert!(runtime.servers().tools(&local(), "py").unwrap().tools.len() >= 8);
     assert!(runtime.registry().get("py__echo").is_some());
     let summary = runtime.servers().summary(&local(), "py").unwrap();
     assert_eq!(summary.state.state, "stopped", "{summary:?}");
@@ -464,7 +465,7 @@ async fn servers_are_added_approved_up_front_shown_without_secrets_removed_and_i
         .unwrap();
     assert_eq!(report.added, ["imported"], "{report:?}");
     assert_eq!(report.skipped.len(), 1, "{report:?}");
-    let tools = servers.tools(&local(), "imported").unwrap().tools;
+    let tools = servers.tools_now(&local(), "imported").await.unwrap().tools;
     assert!(
         tools.iter().all(|t| t.status == ToolStatus::Pending) && !tools.is_empty(),
         "{tools:?}"

@@ -76,6 +76,26 @@ impl Servers {
         })
     }
 
+    /// A server's tools as it lists them now: the server is started if needed and its tools
+    /// listed and checked against their pins first (what `toolgate servers tools` shows from a
+    /// one-shot command, where nothing may have started yet). A server that cannot start
+    /// answers what is known, its state saying why.
+    ///
+    /// Errors: [`OpError::NotFound`] for an unknown server.
+    pub async fn tools_now(
+        &self,
+        principal: &Principal,
+        name: &str,
+    ) -> Result<ServerTools, OpError> {
+        if !self.lock().contains_key(name) {
+            return Err(unknown(name));
+        }
+        if let Err(e) = self.refresh(name).await {
+            tracing::debug!(server = %name, error = %e, "listed from what is stored");
+        }
+        self.tools(principal, name)
+    }
+
     /// The summary of one server.
     ///
     /// Errors: [`OpError::NotFound`] for an unknown server.

@@ -28,12 +28,6 @@ impl std::fmt::Debug for SandboxSpawner {
 
 impl StdioSpawner for SandboxSpawner {
     fn spawn(&self, launch: &StdioLaunch) -> Result<StdioProcess, GatewayError> {
-        let allowed_hosts = launch
-            .access
-            .allowed_hosts
-            .iter()
-            .map(|h| host_port(&launch.label, h))
-            .collect::<Result<Vec<_>, _>>()?;
         let job = SessionJob {
             level: launch.level,
             program: launch.program.clone(),
@@ -42,7 +36,8 @@ impl StdioSpawner for SandboxSpawner {
             cwd: launch.cwd.clone(),
             read_paths: launch.access.read_paths.clone(),
             write_paths: launch.access.write_paths.clone(),
-            allowed_hosts,
+            // Validated with the entry: every one is `host:port`.
+            allowed_hosts: launch.access.host_ports(),
             label: launch.label.clone(),
         };
         let session = self
@@ -70,19 +65,6 @@ impl StdioSpawner for NoStdio {
     }
 }
 
-/// `host:port` as the sandbox's allow-list takes it.
-fn host_port(label: &str, entry: &str) -> Result<(String, u16), GatewayError> {
-    entry
-        .rsplit_once(':')
-        .and_then(|(host, port)| Some((host.trim_matches(['[', ']']).to_owned(), port.parse().ok()?)))
-        .filter(|(host, _)| !host.is_empty())
-        .ok_or_else(|| {
-            GatewayError::Invalid(format!(
-                "{label}: allowed_hosts entry {entry:?} is not host:port; write it as \"api.example.com:443\""
-            ))
-        })
-}
-
 /// A running session as the gateway controls it.
 struct Handle(SessionHandle);
 
@@ -97,29 +79,5 @@ impl StdioHandle for Handle {
 
     fn exited(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>> {
         Box::pin(async move { self.0.wait().await.to_string() })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::host_port;
-
-    #[test]
-    fn allowed_hosts_are_host_and_port() {
-        assert_eq!(
-            host_port("Server x", "api.example.com:443").unwrap(),
-            ("api.example.com".to_owned(), 443)
-        );
-        assert_eq!(
-            host_port("Server x", "[::1]:8080").unwrap(),
-            ("::1".to_owned(), 8080)
-        );
-        for bad in ["api.example.com", ":443", "host:http"] {
-            let err = host_port("Server x", bad).unwrap_err().to_string();
-            assert!(
-                err.contains("host:port") && err.contains("Server x"),
-                "{err}"
-            );
-        }
     }
 }
