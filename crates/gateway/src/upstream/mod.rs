@@ -1,6 +1,8 @@
 //! The client side of upstream servers: connecting (stdio through a [`StdioSpawner`], Streamable
 //! HTTP), the lifecycle (start on first use, restart with backoff, idle stop) and forwarding calls.
 
+pub mod http;
+
 use std::path::PathBuf;
 use std::pin::Pin;
 
