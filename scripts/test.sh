@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs everything CI runs: formatting, lints, the dependency policy (cargo deny), the whole test
 # suite (unit, integration, CLI end to end, doc tests), the web UI in headless Chromium, and the
-# examples. Idempotent; installs what the tests need if it is missing (Debian's chromium and the
-# UI tests' npm packages included).
+# examples. Idempotent; installs what the tests need if it is missing (Debian's chromium, the
+# UI tests' npm packages and the real MCP servers the gateway's tests run included).
 #
 # scripts/test.sh --quick: the fast, self-contained tier for a developer's loop: formatting,
 # lints and every test that needs no PostgreSQL, Chromium, Node or Python (nextest's `quick`
-# profile; the PostgreSQL halves of tests skip when the server is unreachable). Installs
+# profile; the PostgreSQL halves of tests skip when the server is unreachable, and the tests
+# against real MCP servers skip too: their npm folder and Python are set empty). Installs
 # nothing: it needs only the Rust toolchain and cargo-nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +50,8 @@ case "${1:-}" in
     cargo clippy --workspace --all-targets -- -D warnings
     # CI=true turns a missing PostgreSQL into a failure; this tier skips it instead.
     step "tests without PostgreSQL, Chromium, Node or Python (cargo nextest --profile quick)"
-    env -u CI cargo nextest run --workspace --no-fail-fast --profile quick
+    env -u CI TOOLGATE_TEST_NPM_DIR= TOOLGATE_TEST_PYTHON= \
+      cargo nextest run --workspace --no-fail-fast --profile quick
     echo
     echo "Quick checks passed (the full tier, scripts/test.sh, is what CI runs)."
     exit 0
@@ -95,6 +97,14 @@ cargo clippy --workspace --all-targets -- -D warnings
 # says more). Licenses, duplicate versions, banned crates and sources are.
 step "cargo deny check licenses bans sources"
 cargo deny --locked check licenses bans sources
+
+# The gateway's tests run real MCP servers: the official everything and filesystem servers
+# (npm, pinned in tests/mcp-servers/) and a Python server on the official `mcp` SDK. Exports
+# TOOLGATE_TEST_NPM_DIR and TOOLGATE_TEST_PYTHON; with CI=true a test finding them missing fails.
+step "MCP servers for the gateway's tests (npm: .test-deps/npm; Python: target/interop-venv)"
+# shellcheck source=scripts/mcp-test-deps.sh
+source scripts/mcp-test-deps.sh
+mcp_test_deps
 
 step "tests (cargo nextest)"
 cargo nextest run --workspace --no-fail-fast

@@ -7,6 +7,9 @@
 //! - `server` (feature `server`, for toolgate-server's tests): a gateway over the production
 //!   runtime (sandbox executor, policy client and all) on a temporary SQLite or PostgreSQL
 //!   store, requests through the real router, replies checked against the OpenAPI document.
+//! - [`mcp_fixtures`]: the real MCP servers the gateway's tests run as upstreams (the official
+//!   everything and filesystem servers from npm, a Python server on the official `mcp` SDK),
+//!   with the same skip-or-fail rule as PostgreSQL's.
 //! - [`cli`]: one way to run the `toolgate` binary, isolated from the environment of whoever
 //!   runs the tests (every `TOOLGATE_*` variable and `RUST_LOG` removed).
 //!
@@ -23,6 +26,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod cli;
+pub mod mcp_fixtures;
 pub mod pg;
 #[cfg(feature = "server")]
 pub mod server;

@@ -1,0 +1,34 @@
+# Sourced by scripts/test.sh (or by hand: `source scripts/mcp-test-deps.sh` before
+# `cargo nextest run -p toolgate-gateway`): installs the real MCP servers the gateway's tests run
+# and exports where they are. Idempotent and offline on a second run:
+# - npm: @modelcontextprotocol/server-everything and server-filesystem, pinned by
+#   tests/mcp-servers/package-lock.json, `npm ci` into .test-deps/npm (git-ignored) only when the
+#   lock file changed; TOOLGATE_TEST_NPM_DIR is that folder (node_modules/ inside).
+# - Python: the official `mcp` SDK pinned in tests/interop/requirements.txt, in the same venv
+#   as the interop suite (target/interop-venv); TOOLGATE_TEST_PYTHON is its python, which runs
+#   crates/gateway/tests/fixtures/py_server.py.
+# Needs Node.js 18 or later and python3 with venv. Leaves the caller's working directory as it was.
+mcp_test_deps() {
+  local repo npm_dir lock_sum stamp
+  repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  npm_dir="$repo/.test-deps/npm"
+  if ! command -v node >/dev/null 2>&1; then
+    echo "mcp-test-deps: Node.js (18 or later) is needed for the gateway's npm MCP servers" >&2
+    return 2
+  fi
+  lock_sum="$(cat "$repo/tests/mcp-servers/package.json" "$repo/tests/mcp-servers/package-lock.json" | sha256sum | cut -d' ' -f1)"
+  stamp="$npm_dir/node_modules/.toolgate-lock-sha256"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_sum" ]; then
+    echo "==> npm ci (.test-deps/npm: @modelcontextprotocol/server-everything, server-filesystem)"
+    mkdir -p "$npm_dir"
+    cp "$repo/tests/mcp-servers/package.json" "$repo/tests/mcp-servers/package-lock.json" "$npm_dir/"
+    (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error </dev/null) || return 1
+    echo "$lock_sum" > "$stamp"
+  fi
+  export TOOLGATE_TEST_NPM_DIR="$npm_dir"
+
+  # shellcheck source=scripts/venv.sh
+  source "$repo/scripts/venv.sh"
+  (cd "$repo" && pinned_venv target/interop-venv tests/interop/requirements.txt mcp pytest) || return 1
+  export TOOLGATE_TEST_PYTHON="$repo/target/interop-venv/bin/python"
+}
