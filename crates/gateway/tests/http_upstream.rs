@@ -20,7 +20,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use toolgate_gateway::upstream::http::{HttpConnector, connect};
+use toolgate_gateway::upstream::http::{PolicyConnector, connect};
 use toolgate_gateway::{GatewayError, GatewayErrorKind};
 use toolgate_net::NetPolicy;
 
@@ -354,7 +354,7 @@ async fn a_name_resolving_to_loopback_is_refused_too() {
     // `localhost` is a name: the resolver's answer is what gets checked.
     let served = serve().await;
     let url = format!("http://localhost:{}/mcp", served.addr.port());
-    let connector = HttpConnector::new(NetPolicy::default()).unwrap();
+    let connector = PolicyConnector::new(NetPolicy::default()).unwrap();
     let err = connector
         .connect(&"tickets", &url, &BTreeMap::new())
         .await

@@ -12,7 +12,7 @@
 //! `Mcp-Param-*` request headers rmcp derives from the message). Nothing of toolgate's caller
 //! (its token, its headers) ever is: the client is built from the entry alone.
 //!
-//! [`HttpConnector::connect`] (or [`connect`]) gives an rmcp transport to serve a client
+//! [`PolicyConnector::connect`] (or [`connect`]) gives an rmcp transport to serve a client
 //! handler on; a session the server forgot (HTTP 404) is re-initialised by rmcp.
 
 use std::borrow::Cow;
@@ -86,11 +86,11 @@ fn is_mcp_header(name: &str) -> bool {
 /// Makes transports for HTTP upstreams under one network policy (share it: one connection
 /// pool, one resolver).
 #[derive(Clone, Debug)]
-pub struct HttpConnector {
+pub struct PolicyConnector {
     net: PolicyClient,
 }
 
-impl HttpConnector {
+impl PolicyConnector {
     /// A connector enforcing `policy` (with the system resolver).
     pub fn new(policy: NetPolicy) -> Result<Self, GatewayError> {
         let net = PolicyClient::new(policy)
@@ -136,14 +136,14 @@ impl HttpConnector {
 }
 
 /// A transport to the upstream at `url` under `policy`, sending `headers` and MCP's own only.
-/// One-off form of [`HttpConnector::connect`] (which shares a client between servers).
+/// One-off form of [`PolicyConnector::connect`] (which shares a client between servers).
 pub async fn connect(
     server: impl std::fmt::Display,
     url: &str,
     headers: &BTreeMap<String, String>,
     policy: NetPolicy,
 ) -> Result<HttpTransport, GatewayError> {
-    HttpConnector::new(policy)?
+    PolicyConnector::new(policy)?
         .connect(server, url, headers)
         .await
 }
