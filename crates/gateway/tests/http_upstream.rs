@@ -20,17 +20,21 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+use toolgate_gateway::ServerEntry;
 use toolgate_gateway::upstream::http::{PolicyConnector, connect};
+use toolgate_gateway::upstream::{Connector, ServerState, Upstream};
 use toolgate_gateway::{GatewayError, GatewayErrorKind};
 use toolgate_net::NetPolicy;
+
+mod common;
 
 /// Headers each request the upstream got carried: one list of (name, value) per request.
 type Seen = Arc<Mutex<Vec<Vec<(String, String)>>>>;
 
-/// The upstream: `echo` (text back), `count` (three progress notifications over SSE, then a
+/// The remote server: `echo` (text back), `count` (three progress notifications over SSE, then a
 /// result) and `whoami` (records the headers of the HTTP request that carried the call).
 #[derive(Clone)]
-struct Upstream {
+struct Remote {
     seen: Seen,
 }
 
@@ -54,7 +58,7 @@ fn text(result: &CallToolResult) -> String {
         .join("")
 }
 
-impl ServerHandler for Upstream {
+impl ServerHandler for Remote {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
@@ -156,7 +160,7 @@ async fn serve() -> Served {
     let factory_seen = Arc::clone(&seen);
     let service = StreamableHttpService::new(
         move || {
-            Ok(Upstream {
+            Ok(Remote {
                 seen: Arc::clone(&factory_seen),
             })
         },
@@ -425,4 +429,72 @@ async fn a_forgotten_session_is_reinitialised() {
     assert_eq!(after.len(), 1);
     assert_ne!(before, after, "a new session was opened");
     client.cancel().await.unwrap();
+}
+
+fn url_upstream(served: &Served, policy: NetPolicy) -> Upstream {
+    let http = PolicyConnector::new(policy).unwrap().http_connector();
+    let entry = ServerEntry {
+        url: Some(served.url()),
+        headers: entry_headers(),
+        ..ServerEntry::default()
+    };
+    let connector = Connector {
+        stdio: Arc::new(common::TestSpawner::default()),
+        http: Some(http),
+    };
+    Upstream::new(common::server_name("tickets"), entry, connector)
+}
+
+#[tokio::test]
+async fn a_url_entry_is_called_through_the_policy_and_never_gets_the_callers_token() {
+    let served = serve().await;
+    let up = url_upstream(&served, private_ok());
+    let p = common::pipeline(&up);
+    let caller = || serde_json::from_value(json!({"token": "caller-secret"})).unwrap();
+    let r = p
+        .call(common::request("echo", json!({"text": "through toolgate"})).auth(caller()))
+        .await;
+    assert_eq!(
+        r.data(),
+        Some(&json!("through toolgate")),
+        "{:?}",
+        r.error()
+    );
+    assert_eq!(up.state(), ServerState::Ready);
+    let r = p
+        .call(common::request("whoami", json!({})).auth(caller()))
+        .await;
+    assert!(r.error().is_none(), "{:?}", r.error());
+    let seen = served.seen.lock().unwrap().clone();
+    let headers = seen.last().unwrap();
+    assert!(
+        headers.iter().all(|(_, v)| !v.contains("caller-secret")),
+        "the caller's token reached the upstream: {headers:?}"
+    );
+    let auth: Vec<&str> = headers
+        .iter()
+        .filter(|(k, _)| k == "authorization")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(auth, ["Bearer entry-token"]);
+    up.stop().await;
+}
+
+#[tokio::test]
+async fn a_url_entry_refused_by_the_policy_fails_with_how_to_allow_it() {
+    let served = serve().await;
+    let up = url_upstream(&served, NetPolicy::default());
+    let err = up.tools().await.unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("Network policy refused 127.0.0.1"),
+        "{message}"
+    );
+    assert!(message.contains("[network] private_hosts"), "{message}");
+    assert!(
+        matches!(up.state(), ServerState::Failed { ref error, .. } if error.contains("private_hosts")),
+        "{:?}",
+        up.state()
+    );
+    assert!(served.sessions.sessions.read().await.is_empty());
 }

@@ -14,6 +14,8 @@
 //!
 //! [`PolicyConnector::connect`] (or [`connect`]) gives an rmcp transport to serve a client
 //! handler on; a session the server forgot (HTTP 404) is re-initialised by rmcp.
+//! [`PolicyConnector::http_connector`] is the same as an [`Upstream`](super::Upstream)'s
+//! [`HttpConnector`](super::HttpConnector).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -136,6 +138,21 @@ impl PolicyConnector {
 }
 
 /// A transport to the upstream at `url` under `policy`, sending `headers` and MCP's own only.
+impl PolicyConnector {
+    /// The [`HttpConnector`](super::HttpConnector) an upstream's [`Connector`](super::Connector)
+    /// takes: every url entry reached through this policy, with its entry's headers only.
+    pub fn http_connector(&self) -> super::HttpConnector {
+        let this = self.clone();
+        super::HttpConnector::new(move |target: super::HttpTarget| {
+            let this = this.clone();
+            async move {
+                this.connect(&target.label, &target.url, &target.headers)
+                    .await
+            }
+        })
+    }
+}
+
 /// One-off form of [`PolicyConnector::connect`] (which shares a client between servers).
 pub async fn connect(
     server: impl std::fmt::Display,
