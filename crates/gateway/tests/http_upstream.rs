@@ -20,6 +20,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+use toolgate_core::{CancellationToken, ErrorKind};
 use toolgate_gateway::ServerEntry;
 use toolgate_gateway::upstream::http::{PolicyConnector, connect};
 use toolgate_gateway::upstream::{Connector, ServerState, Upstream};
@@ -36,6 +37,8 @@ type Seen = Arc<Mutex<Vec<Vec<(String, String)>>>>;
 #[derive(Clone)]
 struct Remote {
     seen: Seen,
+    /// What the `slow` tool went through ("slow started", "slow cancelled").
+    events: Arc<Mutex<Vec<String>>>,
 }
 
 fn schema() -> Arc<serde_json::Map<String, Value>> {
@@ -72,6 +75,7 @@ impl ServerHandler for Remote {
             Tool::new("echo", "Says the text back", schema()),
             Tool::new("count", "Counts to three, reporting progress", schema()),
             Tool::new("whoami", "Says which headers it got", schema()),
+            Tool::new("slow", "Waits 30 s unless cancelled", schema()),
         ]))
     }
 
@@ -105,6 +109,16 @@ impl ServerHandler for Remote {
                 }
                 "counted to 3".to_owned()
             }
+            "slow" => {
+                self.events.lock().unwrap().push("slow started".into());
+                tokio::select! {
+                    () = context.ct.cancelled() => {
+                        self.events.lock().unwrap().push("slow cancelled".into());
+                        return Err(ErrorData::internal_error("cancelled", None));
+                    }
+                    () = tokio::time::sleep(Duration::from_secs(30)) => "slept".to_owned(),
+                }
+            }
             "whoami" => {
                 let parts = context
                     .extensions
@@ -129,6 +143,7 @@ impl ServerHandler for Remote {
 struct Served {
     addr: SocketAddr,
     seen: Seen,
+    events: Arc<Mutex<Vec<String>>>,
     sessions: Arc<LocalSessionManager>,
 }
 
@@ -156,24 +171,37 @@ impl Served {
 
 async fn serve() -> Served {
     let seen: Seen = Arc::default();
+    let events: Arc<Mutex<Vec<String>>> = Arc::default();
     let sessions = Arc::new(LocalSessionManager::default());
     let factory_seen = Arc::clone(&seen);
+    let factory_events = Arc::clone(&events);
     let service = StreamableHttpService::new(
         move || {
             Ok(Remote {
                 seen: Arc::clone(&factory_seen),
+                events: Arc::clone(&factory_events),
             })
         },
         Arc::clone(&sessions),
         StreamableHttpServerConfig::default(),
     );
-    let app = axum::Router::new().nest_service("/mcp", service);
+    // `/old` has moved to `/mcp`, for every method.
+    let moved = || async {
+        (
+            axum::http::StatusCode::TEMPORARY_REDIRECT,
+            [(axum::http::header::LOCATION, "/mcp")],
+        )
+    };
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .route("/old", axum::routing::any(moved));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     Served {
         addr,
         seen,
+        events,
         sessions,
     }
 }
@@ -241,7 +269,7 @@ async fn lists_and_calls_through_the_policy() {
     let client = client(&served, private_ok()).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["echo", "count", "whoami"]);
+    assert_eq!(names, ["echo", "count", "whoami", "slow"]);
     let result = call(&client, "echo", json!({"text": "héllo"})).await;
     assert_eq!(text(&result), "héllo");
     client.cancel().await.unwrap();
@@ -432,9 +460,13 @@ async fn a_forgotten_session_is_reinitialised() {
 }
 
 fn url_upstream(served: &Served, policy: NetPolicy) -> Upstream {
+    url_upstream_at(served.url(), policy)
+}
+
+fn url_upstream_at(url: String, policy: NetPolicy) -> Upstream {
     let http = PolicyConnector::new(policy).unwrap().http_connector();
     let entry = ServerEntry {
-        url: Some(served.url()),
+        url: Some(url),
         headers: entry_headers(),
         ..ServerEntry::default()
     };
@@ -495,6 +527,51 @@ async fn a_url_entry_refused_by_the_policy_fails_with_how_to_allow_it() {
         matches!(up.state(), ServerState::Failed { ref error, .. } if error.contains("private_hosts")),
         "{:?}",
         up.state()
+    );
+    assert!(served.sessions.sessions.read().await.is_empty());
+}
+
+#[tokio::test]
+async fn cancelling_a_call_cancels_it_upstream_over_http() {
+    let served = serve().await;
+    let up = url_upstream(&served, private_ok());
+    let p = common::pipeline(&up);
+    let cancel = CancellationToken::new();
+    let call = p.call(common::request("slow", json!({})).cancel_token(cancel.clone()));
+    let events = Arc::clone(&served.events);
+    let canceller = async {
+        common::eventually("the slow tool starts", || {
+            events.lock().unwrap().contains(&"slow started".to_owned())
+        })
+        .await;
+        cancel.cancel();
+    };
+    let (r, ()) = tokio::join!(call, canceller);
+    assert_eq!(r.error_kind(), Some(ErrorKind::Cancelled));
+    common::eventually("the upstream sees the cancellation", || {
+        events
+            .lock()
+            .unwrap()
+            .contains(&"slow cancelled".to_owned())
+    })
+    .await;
+    let r = common::call(&p, "echo", json!({"text": "still here"})).await;
+    assert_eq!(r.data(), Some(&json!("still here")), "{:?}", r.error());
+    up.stop().await;
+}
+
+#[tokio::test]
+async fn a_redirected_endpoint_is_refused_with_the_address_to_configure() {
+    let served = serve().await;
+    let old = format!("http://{}/old", served.addr);
+    let up = url_upstream_at(old.clone(), private_ok());
+    let message = up.tools().await.unwrap_err().to_string();
+    assert!(
+        message.contains(&format!(
+            "{old} answered with a redirect (307) to {}; this request is not redirected: use the final address instead",
+            served.url()
+        )),
+        "{message}"
     );
     assert!(served.sessions.sessions.read().await.is_empty());
 }
