@@ -71,6 +71,8 @@ pub struct Snapshot {
     by_category: [u64; 8],
     version: u64,
     text: TextIndex,
+    /// Names held back from every list and call, with the reason a call is refused with.
+    withheld: OrdMap<ToolName, Arc<str>>,
 }
 
 /// Every tool's lower-cased `name\ndescription` in one buffer, in name order, built on the first
@@ -137,8 +139,20 @@ impl Snapshot {
         self.tools.values()
     }
 
+    /// Why `name` is withheld, when it is (see [`Registry::withhold`]).
+    pub fn withheld_reason(&self, name: &str) -> Option<&str> {
+        self.withheld.get(name).map(|r| &**r)
+    }
+
+    /// Every withheld name with its reason, in name order.
+    pub fn withheld(&self) -> impl Iterator<Item = (&ToolName, &str)> {
+        self.withheld.iter().map(|(n, r)| (n, &**r))
+    }
+
     fn lookup(&self, name: &str) -> Lookup {
         match self.get(name) {
+            // A withheld name is still known: what depends on it stays resolved.
+            None if self.withheld.contains_key(name) => Lookup::Custom,
             None => Lookup::Absent,
             Some(t) if t.builtin => Lookup::Builtin,
             Some(_) => Lookup::Custom,
@@ -567,6 +581,64 @@ impl Registry {
         Ok(spec)
     }
 
+    /// Withholds `name`: a tool registered under it is removed (and returned), and until the name
+    /// is registered again or [released](Registry::release) it is in no list, search, snapshot
+    /// iteration or export, while a call to it is refused `unavailable` with `reason` — the whole
+    /// message the caller sees, naming what happened and the fix. Withholding a withheld name
+    /// replaces its reason. Built-ins cannot be withheld. Tools depending on the name stay
+    /// registered (the name is still known).
+    pub fn withhold(&self, name: &ToolName, reason: &str) -> Result<Option<ToolSpec>, CoreError> {
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.current.load_full();
+        let mut next = (*current).clone();
+        let removed = match next.by_name.remove(name) {
+            Some(e) if e.builtin => return Err(CoreError::BuiltinProtected(name.to_string())),
+            Some(e) => {
+                next.tools.remove(name);
+                next.by_category[e.spec.category() as usize] -= 1;
+                Some(e.spec)
+            }
+            None => None,
+        };
+        if removed.is_none() && current.withheld_reason(name.as_str()) == Some(reason) {
+            return Ok(None);
+        }
+        next.withheld.insert(name.clone(), Arc::from(reason));
+        self.publish(next);
+        Ok(removed)
+    }
+
+    /// Ends the withholding of `name` without registering anything under it (registering the
+    /// name ends it too). Returns whether it was withheld. Refused while other tools depend on
+    /// the name and nothing is registered under it.
+    pub fn release(&self, name: &str) -> Result<bool, CoreError> {
+        let _guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.current.load_full();
+        if !current.withheld.contains_key(name) {
+            return Ok(false);
+        }
+        let dependents = current.dependents_of(name);
+        if !dependents.is_empty() {
+            return Err(CoreError::InUse {
+                name: name.to_owned(),
+                dependents: dependents.join(", "),
+            });
+        }
+        let mut next = (*current).clone();
+        next.withheld.remove(name);
+        self.publish(next);
+        Ok(true)
+    }
+
+    /// Every withheld name with the reason a call to it is refused with, in name order.
+    pub fn withheld(&self) -> Vec<(ToolName, String)> {
+        self.current
+            .load()
+            .withheld()
+            .map(|(n, r)| (n.clone(), r.to_owned()))
+            .collect()
+    }
+
     /// Validates `def` as [`Registry::register_definition`] (or, with `replace`,
     /// [`Registry::replace_definition`]) would, under `caps` when given (a caller's plan may
     /// allow less than the registry's), without changing the registry.
@@ -654,6 +726,8 @@ impl Registry {
                 handler,
                 builtin,
             };
+            // Registering a withheld name ends its withholding.
+            next.withheld.remove(spec.name());
             next.by_name.insert(spec.name().clone(), entry.clone());
             if let Some(old) = next.tools.insert(spec.name().clone(), entry) {
                 next.by_category[old.spec.category() as usize] -= 1;

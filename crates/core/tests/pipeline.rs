@@ -16,7 +16,7 @@ use toolgate_core::{
     Extensions, HttpClient, HttpRequest, HttpResponse, Isolation, ParamType, Parameter, Permission,
     Pipeline, PipelineBuilder, PreApproved, Principal, PrincipalId, ProgressSink, PromptApproval,
     RateLimit, RateLimitStage, Registry, RetryPolicy, RunSpec, Tool, ToolBuilder, ToolContext,
-    ToolDefinition, ToolError, ToolOutput, ToolResult,
+    ToolDefinition, ToolError, ToolName, ToolOutput, ToolResult,
 };
 
 // ---- helpers --------------------------------------------------------------------------------
@@ -185,6 +185,48 @@ async fn unknown_tool_is_not_found() {
     assert_eq!(kind(&r), Some(ErrorKind::NotFound));
     assert!(!r.error().unwrap().contains("Did you mean"));
     assert_eq!(r.tool, "Totally Different!");
+}
+
+#[tokio::test]
+async fn a_withheld_tool_is_unavailable_with_its_reason_to_those_who_may_call_it() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = {
+        let calls = calls.clone();
+        move || -> Arc<dyn Tool> {
+            let calls = calls.clone();
+            Arc::new(builder("files__read").handler(move |_, _| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async { Ok(json!("read")) }
+            }))
+        }
+    };
+    let reg = registry(vec![counted(), echo("other_tool")]);
+    let p = Pipeline::new(Arc::clone(&reg));
+    let reason = "Tool files__read is quarantined: its description changed since it was approved; approve the new version with `toolgate servers approve files read`";
+    reg.withhold(&ToolName::parse("files__read").unwrap(), reason)
+        .unwrap();
+
+    let r = p.call(CallRequest::new("files__read", json!({}))).await;
+    assert_eq!(kind(&r), Some(ErrorKind::Unavailable));
+    assert_eq!(r.error(), Some(reason));
+    assert_eq!(r.attempts, 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+    // To a principal that may not call it, it does not exist (the same not-found as any name).
+    let r = p
+        .call(
+            CallRequest::new("files__read", json!({}))
+                .principal(Principal::local().only_tools(["other_tool"])),
+        )
+        .await;
+    assert_eq!(kind(&r), Some(ErrorKind::NotFound));
+    assert!(!r.error().unwrap().contains("quarantined"));
+
+    // Registered again (approved): callable.
+    reg.register(counted()).unwrap();
+    let r = p.call(CallRequest::new("files__read", json!({}))).await;
+    assert!(r.is_ok(), "{:?}", r.error());
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

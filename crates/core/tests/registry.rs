@@ -11,7 +11,7 @@ use serde_json::json;
 use toolgate_core::registry::{DEFAULT_PAGE, MAX_PAGE};
 use toolgate_core::{
     Category, Consequence, CoreError, CoreErrorKind, Effect, Page, Query, Registry, Snapshot, Tool,
-    ToolBuilder, ToolDefinition,
+    ToolBuilder, ToolDefinition, ToolName,
 };
 
 fn def(name: &str) -> ToolDefinition {
@@ -1067,4 +1067,136 @@ fn register_each_registers_what_it_can_and_names_cycles() {
     );
     assert!(registry.get("uses").is_some() && registry.get("used").is_some());
     assert!(registry.get("ping").is_none() && registry.get("bad_one").is_none());
+}
+
+// ---- withholding ------------------------------------------------------------------------------
+
+fn tool_name(name: &str) -> ToolName {
+    ToolName::parse(name).unwrap()
+}
+
+const QUARANTINED: &str = "Tool files__read is quarantined: its description changed since it was approved; approve the new version with `toolgate servers approve files read`";
+
+#[test]
+fn a_withheld_name_is_in_no_list_search_or_iteration() {
+    let registry = Registry::new();
+    registry
+        .register_all(vec![tool("files__read"), tool("files__write")], false)
+        .unwrap();
+    let changes = registry.subscribe();
+    let before = registry.snapshot().version();
+
+    let removed = registry
+        .withhold(&tool_name("files__read"), QUARANTINED)
+        .unwrap();
+    assert_eq!(removed.unwrap().name().as_str(), "files__read");
+    assert!(
+        changes.has_changed().unwrap(),
+        "withholding publishes a change"
+    );
+    let snapshot = registry.snapshot();
+    assert_eq!(snapshot.version(), before + 1);
+    assert!(registry.get("files__read").is_none());
+    assert_eq!(all_names(&snapshot), ["files__write"]);
+    assert_eq!(snapshot.len(), 1);
+    let search = Query {
+        text: Some("files__read".into()),
+        ..Query::default()
+    };
+    assert!(registry.list(&search).unwrap().items.is_empty());
+    assert_eq!(
+        names(&registry.list(&Query::default()).unwrap()),
+        ["files__write"]
+    );
+    assert_eq!(snapshot.withheld_reason("files__read"), Some(QUARANTINED));
+    assert_eq!(snapshot.withheld_reason("files__write"), None);
+    assert_eq!(
+        registry.withheld(),
+        [(tool_name("files__read"), QUARANTINED.to_owned())]
+    );
+
+    // A name can be withheld before anything is registered under it; a new reason replaces the
+    // old one; the same reason again changes nothing.
+    assert!(
+        registry
+            .withhold(&tool_name("files__new"), "pending")
+            .unwrap()
+            .is_none()
+    );
+    registry
+        .withhold(&tool_name("files__new"), "pending review")
+        .unwrap();
+    let version = registry.snapshot().version();
+    registry
+        .withhold(&tool_name("files__new"), "pending review")
+        .unwrap();
+    assert_eq!(registry.snapshot().version(), version);
+    assert_eq!(
+        registry.withheld(),
+        [
+            (tool_name("files__new"), "pending review".to_owned()),
+            (tool_name("files__read"), QUARANTINED.to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn registering_a_withheld_name_ends_the_withholding_and_release_ends_it_too() {
+    let registry = Registry::new();
+    registry.register(tool("files__read")).unwrap();
+    registry
+        .withhold(&tool_name("files__read"), QUARANTINED)
+        .unwrap();
+    // Not registered any more: a registration (not a replacement) brings it back.
+    assert_eq!(
+        registry.replace(tool("files__read")).unwrap_err().kind(),
+        CoreErrorKind::NotFound
+    );
+    registry.register(tool("files__read")).unwrap();
+    assert!(registry.get("files__read").is_some());
+    assert!(registry.withheld().is_empty());
+    assert_eq!(registry.snapshot().withheld_reason("files__read"), None);
+
+    registry
+        .withhold(&tool_name("files__gone"), "pending")
+        .unwrap();
+    assert!(registry.release("files__gone").unwrap());
+    assert!(!registry.release("files__gone").unwrap(), "released once");
+    assert!(!registry.release("never_withheld").unwrap());
+    assert!(registry.withheld().is_empty());
+    assert!(registry.get("files__gone").is_none());
+}
+
+#[test]
+fn builtins_cannot_be_withheld_and_dependents_stay_resolved() {
+    let registry = Registry::new();
+    registry.register_builtin(tool("calculator")).unwrap();
+    let err = registry
+        .withhold(&tool_name("calculator"), "no")
+        .unwrap_err();
+    assert!(matches!(err, CoreError::BuiltinProtected(_)), "{err}");
+    assert!(registry.get("calculator").is_some());
+    assert!(registry.withheld().is_empty());
+
+    registry.register_definition(def("upstream")).unwrap();
+    registry
+        .register_definition(def_with_deps("uses_upstream", &["upstream"]))
+        .unwrap();
+    registry
+        .withhold(&tool_name("upstream"), "pending")
+        .unwrap();
+    assert!(registry.get("uses_upstream").is_some());
+    // The withheld name is still known: a new definition may depend on it.
+    registry
+        .register_definition(def_with_deps("also_uses", &["upstream"]))
+        .unwrap();
+    // Releasing it without registering anything would leave them unresolved.
+    let err = registry.release("upstream").unwrap_err();
+    assert!(matches!(err, CoreError::InUse { .. }), "{err}");
+    assert!(
+        err.to_string().contains("also_uses, uses_upstream"),
+        "{err}"
+    );
+    registry.register_definition(def("upstream")).unwrap();
+    assert!(registry.withheld().is_empty());
 }

@@ -23,10 +23,18 @@
 //!
 //! Refusals are `authorization` errors naming the host, the address and why. Messages and logs
 //! show URLs without their query string, which may hold an API key.
+//!
+//! [`PolicyClient::open`] is the streamed form (MCP's Streamable HTTP): the same checks, the
+//! response returned at its head; redirects refused unless asked for ([`Redirects`]); the body
+//! read whole under a cap ([`StreamResponse::bytes`]) or as server-sent events capped one by
+//! one ([`StreamResponse::events`], parsed by [`sse`]), the stream itself uncapped and ended by
+//! cancellation.
 
 #![warn(missing_docs, unreachable_pub)]
 
 mod addr;
+pub mod sse;
+mod stream;
 
 use std::fmt;
 use std::future::Future;
@@ -42,6 +50,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::{BoxFuture, ErrorKind, HttpClient, HttpRequest, HttpResponse, ToolError};
 
 pub use addr::{AddressClass, classify};
+pub use stream::{Redirects, SseEvents, StreamRequest, StreamResponse};
 
 /// Redirects followed by default.
 pub const DEFAULT_MAX_REDIRECTS: u32 = 5;
@@ -111,7 +120,8 @@ impl NetPolicy {
         classify(ip).filter(|c| !(exempt && c.private_switch_allows()))
     }
 
-    fn timeout(&self) -> Duration {
+    /// The time limit of one exchange (`timeout_ms`, at least 1 ms).
+    pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.max(1))
     }
 }
@@ -237,6 +247,7 @@ impl reqwest::dns::Resolve for CheckingResolver {
 pub struct PolicyClient {
     client: reqwest::Client,
     policy: NetPolicy,
+    resolver: Arc<dyn Resolver>,
 }
 
 impl fmt::Debug for PolicyClient {
@@ -263,14 +274,49 @@ impl PolicyClient {
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .dns_resolver(Arc::new(CheckingResolver {
-                inner: resolver,
+                inner: Arc::clone(&resolver),
                 policy: policy.clone(),
             }))
             .connect_timeout(policy.timeout().min(Duration::from_secs(10)))
             .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| NetError::Build(toolgate_core::error_chain(&e)))?;
-        Ok(Self { client, policy })
+        Ok(Self {
+            client,
+            policy,
+            resolver,
+        })
+    }
+
+    /// Checks now that `url` may be reached: its scheme, and every address its host has
+    /// (a refusal message says how to allow a private host). For a clear error before a
+    /// long-lived connection starts; every connection is checked again as it is made.
+    pub async fn check_destination(&self, url: &str) -> Result<(), ToolError> {
+        let url = parse_url(url)?;
+        self.check_url(&url)?;
+        let Some(url::Host::Domain(host)) = url.host() else {
+            return Ok(());
+        };
+        let ips = self.resolver.lookup(host).await.map_err(|e| {
+            ToolError::unavailable(format!("Cannot resolve {host} ({}): {e}", redacted(&url)))
+        })?;
+        if ips.is_empty() {
+            return Err(ToolError::unavailable(format!(
+                "Cannot resolve {host} ({}): it has no addresses",
+                redacted(&url)
+            )));
+        }
+        match ips
+            .iter()
+            .find_map(|ip| self.policy.refuses(host, *ip).map(|c| (*ip, c)))
+        {
+            Some((ip, class)) => Err(refused(Refusal {
+                host: host.to_owned(),
+                ip,
+                class,
+            })),
+            None => Ok(()),
+        }
     }
 
     /// The policy in force.
@@ -279,22 +325,30 @@ impl PolicyClient {
     }
 
     async fn exchange(&self, request: HttpRequest, cap: u64) -> Result<HttpResponse, ToolError> {
-        let mut method = reqwest::Method::from_bytes(request.method.as_bytes()).map_err(|_| {
-            ToolError::validation(format!(
-                "Invalid HTTP method {:?}; use GET, POST, PUT, PATCH, DELETE or HEAD",
-                request.method
-            ))
-            .permanent()
-        })?;
-        let mut url = Url::parse(&request.url).map_err(|e| {
-            ToolError::validation(format!(
-                "Invalid URL {}: {e}; write an absolute http:// or https:// URL",
-                shown(&request.url)
-            ))
-            .permanent()
-        })?;
-        let mut headers = request.headers;
-        let mut body = request.body;
+        let method = parse_method(&request.method)?;
+        let url = parse_url(&request.url)?;
+        let (response, url) = self
+            .head(
+                method,
+                url,
+                request.headers,
+                request.body,
+                Redirects::Follow,
+            )
+            .await?;
+        read_response(response, &url, cap).await
+    }
+
+    /// Sends a request and waits for the response head, following redirects by hand (each
+    /// target checked again) or refusing them; returns the response and the URL that gave it.
+    async fn head(
+        &self,
+        mut method: reqwest::Method,
+        mut url: Url,
+        mut headers: Vec<(String, String)>,
+        mut body: Option<Vec<u8>>,
+        redirects: Redirects,
+    ) -> Result<(reqwest::Response, Url), ToolError> {
         let mut hops = 0u32;
         loop {
             self.check_url(&url)?;
@@ -315,6 +369,22 @@ impl PolicyClient {
             if status.is_redirection()
                 && let Some(location) = location
             {
+                let next = url.join(&location).map_err(|e| {
+                    ToolError::execution(format!(
+                        "{} redirected to an invalid location ({e})",
+                        redacted(&url)
+                    ))
+                    .permanent()
+                })?;
+                if redirects == Redirects::Refuse {
+                    return Err(ToolError::execution(format!(
+                        "{} answered with a redirect ({}) to {}; this request is not redirected: use the final address instead",
+                        redacted(&url),
+                        status.as_u16(),
+                        redacted(&next)
+                    ))
+                    .permanent());
+                }
                 if hops >= self.policy.max_redirects {
                     return Err(ToolError::execution(format!(
                         "Too many redirects: {} redirected more than {} times; ask for the final address directly",
@@ -323,13 +393,6 @@ impl PolicyClient {
                     ))
                     .permanent());
                 }
-                let next = url.join(&location).map_err(|e| {
-                    ToolError::execution(format!(
-                        "{} redirected to an invalid location ({e})",
-                        redacted(&url)
-                    ))
-                    .permanent()
-                })?;
                 if next.origin() != url.origin() {
                     headers.retain(|(n, _)| {
                         CROSS_ORIGIN_HEADERS
@@ -352,8 +415,68 @@ impl PolicyClient {
                 hops += 1;
                 continue;
             }
-            return read_response(response, &url, cap).await;
+            return Ok((response, url));
         }
+    }
+
+    /// Sends `request` under the policy and returns as soon as the response head has arrived;
+    /// the body is read afterwards, in a capped whole ([`StreamResponse::bytes`]) or as
+    /// server-sent events capped one by one ([`StreamResponse::events`]). For MCP's Streamable
+    /// HTTP, where a response may stream for as long as a call lasts.
+    ///
+    /// The scheme and address checks, the checking resolver, the connect timeout and the
+    /// proxy refusal are those of every request. `request.timeout` bounds the wait for the
+    /// head (`None`: no bound besides the connect timeout; cancel with `cancel`). `cancel`
+    /// stops the request and, later, the body reads at once.
+    pub async fn open(
+        &self,
+        request: StreamRequest,
+        cancel: &CancellationToken,
+    ) -> Result<StreamResponse, ToolError> {
+        if cancel.is_cancelled() {
+            return Err(ToolError::cancelled());
+        }
+        let method = parse_method(&request.method)?;
+        let url = parse_url(&request.url)?;
+        let target = redacted(&url);
+        let head = self.head(
+            method,
+            url,
+            request.headers,
+            request.body,
+            request.redirects,
+        );
+        let head = async {
+            match request.timeout {
+                Some(limit) => match tokio::time::timeout(limit, head).await {
+                    Ok(out) => out,
+                    Err(_) => Err(ToolError::new(
+                        ErrorKind::Timeout,
+                        format!("{target} did not answer within {} ms", limit.as_millis()),
+                    )
+                    .retryable()),
+                },
+                None => head.await,
+            }
+        };
+        let (response, url) = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ToolError::cancelled()),
+            out = head => out?,
+        };
+        Ok(StreamResponse {
+            status: response.status().as_u16(),
+            headers: response
+                .headers()
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+                .collect(),
+            response,
+            url,
+            cancel: cancel.clone(),
+            timeout: self.policy.timeout(),
+            max_bytes: self.policy.max_response_bytes,
+        })
     }
 
     /// Refuses non-HTTP schemes and literal addresses the policy does not allow (names are
@@ -385,6 +508,25 @@ impl PolicyClient {
             None => Ok(()),
         }
     }
+}
+
+fn parse_method(method: &str) -> Result<reqwest::Method, ToolError> {
+    reqwest::Method::from_bytes(method.as_bytes()).map_err(|_| {
+        ToolError::validation(format!(
+            "Invalid HTTP method {method:?}; use GET, POST, PUT, PATCH, DELETE or HEAD"
+        ))
+        .permanent()
+    })
+}
+
+fn parse_url(raw: &str) -> Result<Url, ToolError> {
+    Url::parse(raw).map_err(|e| {
+        ToolError::validation(format!(
+            "Invalid URL {}: {e}; write an absolute http:// or https:// URL",
+            shown(raw)
+        ))
+        .permanent()
+    })
 }
 
 fn refused(r: Refusal) -> ToolError {

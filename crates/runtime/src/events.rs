@@ -23,7 +23,8 @@ const REMEMBERED_APPROVALS: usize = 4096;
 /// One event as sent to SSE clients: its SSE `event` name, the tool it concerns and its data.
 #[derive(Clone, Debug)]
 pub struct HubEvent {
-    /// `definition`, `call` or `approval`.
+    /// `definition`, `call`, `approval` or `server` (a tool of an upstream server approved or
+    /// withheld).
     pub name: &'static str,
     /// The tool the event concerns.
     pub tool: String,

@@ -11,8 +11,9 @@
 //!
 //! The use cases: [`definitions`] (add, update, remove a custom definition), [`decide`]
 //! (approve, deny, run an approved call) and [`views`] (the typed list and show views whose JSON
-//! is the one shape the CLI's `--json`, the REST API and the web UI share). Their refusals are
-//! [`OpError`]s.
+//! is the one shape the CLI's `--json`, the REST API and the web UI share) and [`servers`] (the
+//! upstream MCP servers: list, show, approve their tools, restart, remove, add, import). Their
+//! refusals are [`OpError`]s.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -27,6 +28,7 @@ mod events;
 mod op_error;
 mod plans;
 mod principals;
+pub mod servers;
 pub mod views;
 mod webhook;
 
@@ -215,6 +217,7 @@ pub struct Runtime {
     /// Fires once [`Runtime::drain`] is done: followers stop, long-lived streams end.
     stopped: CancellationToken,
     warnings: Vec<String>,
+    servers: servers::Servers,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -437,7 +440,9 @@ impl Runtime {
         if let Some(executor) = &executor {
             builder = builder.executor(executor.clone());
         }
+        let servers = servers::Servers::new(Arc::clone(&registry), hub.clone());
         Arc::new(Self {
+            servers,
             config,
             store,
             registry,
@@ -468,6 +473,11 @@ impl Runtime {
     /// The registry every front-end lists and calls.
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
+    }
+
+    /// The upstream MCP servers whose tools this runtime serves, and the use cases on them.
+    pub fn servers(&self) -> &servers::Servers {
+        &self.servers
     }
 
     /// The production pipeline. Front-ends call through [`Runtime::call`]; a one-shot command

@@ -44,7 +44,7 @@ impl ProgramUser {
 
 /// What the program must be able to do with a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Need {
+pub(crate) enum Need {
     Read,
     Write,
 }
@@ -100,7 +100,7 @@ pub fn access_warnings(def: &ToolDefinition, level: Isolation, user: &ProgramUse
 }
 
 /// Why `user` cannot reach `path` for `need`, or `None` when it can (or the path is missing).
-fn blocked(path: &Path, need: Need, user: &ProgramUser) -> Option<String> {
+pub(crate) fn blocked(path: &Path, need: Need, user: &ProgramUser) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let real = std::fs::canonicalize(path).ok()?;
     let who = user.describe();

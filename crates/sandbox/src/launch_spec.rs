@@ -23,6 +23,10 @@ pub const SPEC_ENV: &str = "TOOLGATE_SANDBOX_SPEC";
 pub const SETUP_EXIT: i32 = 126;
 /// First bytes of the launcher's stderr when the sandbox could not be set up.
 pub const SETUP_FAILED: &str = "toolgate-sandbox: ";
+/// The line the launcher writes to stderr right before executing the program when
+/// [`LaunchSpec::announce_start`] is set: everything before it is the launcher's, everything
+/// after it the program's.
+pub const STARTED: &str = "toolgate-sandbox-started\n";
 
 /// Everything the launcher needs, decided by the executor.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -52,6 +56,10 @@ pub struct LaunchSpec {
     pub outside_uid: u32,
     /// See `outside_uid`.
     pub outside_gid: u32,
+    /// Write [`STARTED`] to stderr once the sandbox is set up, right before executing the
+    /// program (sessions: the executor learns that setup succeeded without waiting for an exit).
+    #[serde(default)]
+    pub announce_start: bool,
 }
 
 /// The network the program sees.

@@ -25,6 +25,7 @@ use toolgate_core::Isolation;
 
 use crate::launch_spec::{
     INIT_ARG, LaunchSpec, MAP_ARG, NetMode, ResourceLimits, SETUP_EXIT, SETUP_FAILED, SPEC_ENV,
+    STARTED,
 };
 use crate::{bridge, fsrules, seccomp};
 
@@ -176,6 +177,10 @@ fn exec_program(spec: &LaunchSpec) -> Result<Infallible, String> {
         seccomp::apply(spec.level)?;
     }
     crate::fds::close_inherited_on_exec()?;
+    if spec.announce_start {
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(STARTED.as_bytes());
+    }
     let err = nix::unistd::execve(&program, &argv, &env).err();
     Err(format!(
         "could not execute {}: {}",

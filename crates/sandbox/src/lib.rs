@@ -11,6 +11,9 @@
 //! argument, and [`hidden_main`] (the first thing `main` calls) turns it into the launcher, the
 //! namespace's first process, the network bridge, or a worker running one in-process tool.
 //! A level the host cannot enforce fails the call with `unavailable`; it is never weakened.
+//!
+//! Besides one-shot jobs ([`Runner::run`]), the runner starts long-lived sessions with piped
+//! stdin and stdout ([`Runner::spawn_session`]; MCP stdio servers) at the same levels.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -26,6 +29,7 @@ pub mod launch_spec;
 mod launcher;
 mod runner;
 mod seccomp;
+mod session;
 mod worker;
 
 use std::sync::Arc;
@@ -37,6 +41,7 @@ pub use command::{Arg, COMMAND_KIND, CommandKind, CommandPlan, OutputMode};
 pub use error::{SandboxError, SandboxErrorKind};
 pub use executor::SandboxExecutor;
 pub use runner::{Finished, Job, Runner, SandboxConfig};
+pub use session::{Session, SessionExit, SessionHandle, SessionJob};
 
 /// Runs the hidden mode named by `argv[1]`, if any, and returns its exit status; `None` for a
 /// normal start. Call it first in `main`, before starting threads or a runtime; `tools` are

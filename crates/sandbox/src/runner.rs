@@ -24,7 +24,7 @@ use crate::launch_spec::{
 };
 
 /// How much of stderr is kept for error messages.
-const STDERR_TAIL: usize = 4096;
+pub(crate) const STDERR_TAIL: usize = 4096;
 
 /// Settings of the sandbox, shared by every call.
 #[derive(Clone, Debug)]
@@ -207,7 +207,7 @@ async fn read_tail(mut r: impl AsyncRead + Unpin) -> Vec<u8> {
     }
 }
 
-fn tail_text(bytes: &[u8]) -> String {
+pub(crate) fn tail_text(bytes: &[u8]) -> String {
     let start = bytes.len().saturating_sub(STDERR_TAIL);
     String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
 }
@@ -215,10 +215,10 @@ fn tail_text(bytes: &[u8]) -> String {
 /// What a call leaves to clean up, cleaned up however the call ends — including when the
 /// pipeline drops the call's future (a cancellation that wins its race): the process tree is
 /// killed, the cgroups are emptied and removed, the network connector stops.
-struct CallGuard {
-    pid: AtomicU32,
-    cgroups: Cgroups,
-    connector: Option<tokio::task::JoinHandle<()>>,
+pub(crate) struct CallGuard {
+    pub(crate) pid: AtomicU32,
+    pub(crate) cgroups: Cgroups,
+    pub(crate) connector: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for CallGuard {
@@ -234,8 +234,19 @@ impl Drop for CallGuard {
     }
 }
 
+/// What [`Runner::prepare`] set up; dropping it kills what is left of the process tree,
+/// removes the cgroups, stops the connector, then removes the private directory.
+pub(crate) struct Prepared {
+    /// Declared before `dir`, so dropped first: processes die before their files go.
+    pub(crate) guard: CallGuard,
+    /// The call's private directory.
+    pub(crate) dir: tempfile::TempDir,
+    /// The network the program sees.
+    pub(crate) net: NetMode,
+}
+
 /// Kills the launcher's process group and the launcher; the PID namespace goes with it.
-fn kill_tree(pid: Option<u32>) {
+pub(crate) fn kill_tree(pid: Option<u32>) {
     let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
         return;
     };
@@ -270,7 +281,7 @@ impl Runner {
     }
 
     /// The host uid and gid of sandboxed programs.
-    fn outside(&self) -> (u32, u32) {
+    pub(crate) fn outside(&self) -> (u32, u32) {
         if nix::unistd::geteuid().is_root() {
             self.config.sandbox_user
         } else {
@@ -278,6 +289,32 @@ impl Runner {
                 nix::unistd::geteuid().as_raw(),
                 nix::unistd::getegid().as_raw(),
             )
+        }
+    }
+
+    /// The resource limits of `level` (`cpu_seconds` 0: no CPU time limit).
+    pub(crate) fn limits(&self, level: Isolation, cpu_seconds: u64) -> ResourceLimits {
+        let c = &self.config;
+        let restricted = level == Isolation::Restricted;
+        ResourceLimits {
+            cpu_seconds,
+            address_space_bytes: if restricted {
+                1 << 30
+            } else {
+                c.address_space_bytes
+            },
+            data_bytes: if restricted {
+                c.restricted_memory_bytes
+            } else {
+                c.memory_bytes
+            },
+            open_files: c.open_files,
+            file_size_bytes: if restricted {
+                1 << 20
+            } else {
+                c.file_size_bytes
+            },
+            processes: if restricted { 0 } else { c.processes },
         }
     }
 
@@ -307,7 +344,6 @@ impl Runner {
                 (read, write)
             }
         };
-        let restricted = job.level == Isolation::Restricted;
         let secs = job.timeout.as_secs() + 2;
         LaunchSpec {
             level: job.level,
@@ -318,29 +354,11 @@ impl Runner {
             read_paths,
             write_paths,
             net,
-            limits: ResourceLimits {
-                cpu_seconds: secs,
-                address_space_bytes: if restricted {
-                    1 << 30
-                } else {
-                    c.address_space_bytes
-                },
-                data_bytes: if restricted {
-                    c.restricted_memory_bytes
-                } else {
-                    c.memory_bytes
-                },
-                open_files: c.open_files,
-                file_size_bytes: if restricted {
-                    1 << 20
-                } else {
-                    c.file_size_bytes
-                },
-                processes: if restricted { 0 } else { c.processes },
-            },
+            limits: self.limits(job.level, secs),
             cgroup_procs: cgroups.procs_files(),
             outside_uid: self.outside().0,
             outside_gid: self.outside().1,
+            announce_start: false,
         }
     }
 
@@ -351,11 +369,47 @@ impl Runner {
         cancel: &CancellationToken,
     ) -> Result<Finished, SandboxError> {
         let started = Instant::now();
-        if !job.program.is_file() {
+        let prepared = self.prepare(
+            job.level,
+            &job.program,
+            &job.label,
+            &job.allowed_hosts,
+            &["tmp"],
+        )?;
+        let spec = self.launch_spec(
+            &job,
+            prepared.dir.path(),
+            &prepared.guard.cgroups,
+            prepared.net.clone(),
+        );
+        let spec_json = serde_json::to_string(&spec)
+            .map_err(|e| SandboxError::Spawn(format!("launch spec: {e}")))?;
+        let result = self
+            .supervise(&job, spec_json, cancel, &prepared.guard)
+            .await;
+        // The guard goes first (processes die), then the directory.
+        drop(prepared);
+        result.map(|mut f| {
+            f.elapsed = started.elapsed();
+            f
+        })
+    }
+
+    /// What every sandboxed process needs on the host before it starts: the program checked,
+    /// the call's private directory with the sandbox user's own subdirectories `owned`, the
+    /// cgroups, and for `strict` with `allowed_hosts` the network bridge's connector.
+    pub(crate) fn prepare(
+        &self,
+        level: Isolation,
+        program: &Path,
+        label: &str,
+        allowed_hosts: &[(String, u16)],
+        owned: &[&str],
+    ) -> Result<Prepared, SandboxError> {
+        if !program.is_file() {
             return Err(SandboxError::Unavailable(format!(
-                "{}: program not found: {}; install it or fix run.program",
-                job.label,
-                job.program.display()
+                "{label}: program not found: {}; install it or fix run.program",
+                program.display()
             )));
         }
         let dir = tempfile::Builder::new()
@@ -368,8 +422,9 @@ impl Runner {
                 ))
             })?;
         let private = dir.path().join("private");
-        for d in [dir.path().join("tmp"), private.clone()] {
-            std::fs::create_dir(&d).map_err(|e| {
+        let owned: Vec<PathBuf> = owned.iter().map(|d| dir.path().join(d)).collect();
+        for d in owned.iter().chain([&private]) {
+            std::fs::create_dir(d).map_err(|e| {
                 SandboxError::Spawn(format!("could not create {}: {e}", d.display()))
             })?;
         }
@@ -380,19 +435,20 @@ impl Runner {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711))?;
             std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o711))?;
-            if job.level > Isolation::None {
-                nix::unistd::chown(
-                    &dir.path().join("tmp"),
-                    Some(nix::unistd::Uid::from_raw(uid)),
-                    Some(nix::unistd::Gid::from_raw(gid)),
-                )?;
+            if level > Isolation::None {
+                for d in &owned {
+                    nix::unistd::chown(
+                        d,
+                        Some(nix::unistd::Uid::from_raw(uid)),
+                        Some(nix::unistd::Gid::from_raw(gid)),
+                    )?;
+                }
             }
             Ok(())
         };
         setup().map_err(|e| {
             SandboxError::Spawn(format!("could not prepare the call's directory: {e}"))
         })?;
-        let level = job.level;
         let memory = if level == Isolation::Restricted {
             self.config.restricted_memory_bytes
         } else {
@@ -408,7 +464,6 @@ impl Runner {
         } else {
             Cgroups::none()
         };
-        // Declared after `dir`, so dropped before it: processes die before their files go.
         let mut guard = CallGuard {
             pid: AtomicU32::new(0),
             cgroups,
@@ -417,7 +472,7 @@ impl Runner {
         let net = match level {
             Isolation::None | Isolation::Standard => NetMode::Host,
             Isolation::Restricted => NetMode::Nothing,
-            Isolation::Strict if job.allowed_hosts.is_empty() => NetMode::Nothing,
+            Isolation::Strict if allowed_hosts.is_empty() => NetMode::Nothing,
             Isolation::Strict => {
                 let socket = private.join("net.sock");
                 let listener = UnixListener::bind(&socket).map_err(|e| {
@@ -433,31 +488,22 @@ impl Runner {
                         })?;
                 }
                 let hosts_file = private.join("hosts");
-                std::fs::write(&hosts_file, bridge::hosts_file(&job.allowed_hosts)).map_err(
-                    |e| SandboxError::Spawn(format!("could not write the sandbox hosts file: {e}")),
-                )?;
+                std::fs::write(&hosts_file, bridge::hosts_file(allowed_hosts)).map_err(|e| {
+                    SandboxError::Spawn(format!("could not write the sandbox hosts file: {e}"))
+                })?;
                 guard.connector = Some(tokio::spawn(connect_loop(
                     listener,
-                    job.allowed_hosts.clone(),
+                    allowed_hosts.to_vec(),
                     self.config.policy.clone(),
                 )));
                 NetMode::Bridged {
                     socket,
-                    hosts: job.allowed_hosts.clone(),
+                    hosts: allowed_hosts.to_vec(),
                     hosts_file,
                 }
             }
         };
-        let spec = self.launch_spec(&job, dir.path(), &guard.cgroups, net);
-        let spec_json = serde_json::to_string(&spec)
-            .map_err(|e| SandboxError::Spawn(format!("launch spec: {e}")))?;
-        let result = self.supervise(&job, spec_json, cancel, &guard).await;
-        drop(guard);
-        drop(dir);
-        result.map(|mut f| {
-            f.elapsed = started.elapsed();
-            f
-        })
+        Ok(Prepared { guard, dir, net })
     }
 
     async fn supervise(

@@ -113,6 +113,10 @@ pub enum StoreError {
     /// An approval is not in the state the operation needs (or an idempotency key was reused).
     #[error("{0}")]
     ApprovalState(String),
+    /// An upstream tool's pin is not in the state the operation needs (the definition to approve
+    /// is not the one awaiting review: stale, or already approved).
+    #[error("{0}")]
+    PinState(String),
 }
 
 impl StoreError {
@@ -127,7 +131,9 @@ impl StoreError {
             | Self::Database { .. }
             | Self::AuditWrite(_) => StoreErrorKind::Unavailable,
             Self::NotFound(_) => StoreErrorKind::NotFound,
-            Self::Conflict(_) | Self::ApprovalState(_) => StoreErrorKind::Conflict,
+            Self::Conflict(_) | Self::ApprovalState(_) | Self::PinState(_) => {
+                StoreErrorKind::Conflict
+            }
             Self::PlanLimit { .. } => StoreErrorKind::PlanLimit,
             Self::Corrupt(_) => StoreErrorKind::Corrupt,
         }

@@ -16,7 +16,9 @@ use toolgate_core::ErrorChain;
 use crate::error::StoreError;
 use crate::{LOCK_DEFINITIONS, Store, from_json, on_pool, parse_ts, write_tx};
 
-/// What happened to a definition.
+/// What happened to a definition, or (the MCP gateway's events, `tool` being the server or
+/// `SERVER__TOOL`, the detail naming both) to an upstream server or one of its tools' pins.
+/// Definition sync acts on the definition kinds only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -29,6 +31,27 @@ pub enum EventKind {
     Deleted,
     /// A definition passed validation (CLI or REST).
     Validated,
+    /// An upstream server entry was added to the store (`tool` is the server's name; detail
+    /// `{server}`).
+    ServerAdded,
+    /// A stored upstream server entry was replaced (`tool` is the server's name; detail
+    /// `{server}`).
+    ServerUpdated,
+    /// A stored upstream server entry was removed with its pins (`tool` is the server's name;
+    /// detail `{server, pinsRemoved}`).
+    ServerRemoved,
+    /// An upstream tool's definition awaits review: a new tool, or a newer definition of one
+    /// never approved (detail `{server, tool, hash, previousHash?}`).
+    PinPending,
+    /// An upstream tool's definition was approved, by a person or, for a new tool of a server
+    /// that auto-approves, by `toolgate` (detail `{server, tool, hash, previousHash?, auto?}`).
+    PinApproved,
+    /// An approved upstream tool showed a different definition: it is held until a person
+    /// approves the new one (detail `{server, tool, approvedHash, hash}`).
+    Quarantined,
+    /// A quarantined upstream tool showed its approved definition again: released, the
+    /// unreviewed definition dropped (detail `{server, tool, hash, droppedHash}`).
+    PinRestored,
 }
 
 impl EventKind {
@@ -39,17 +62,45 @@ impl EventKind {
             Self::Updated => "updated",
             Self::Deleted => "deleted",
             Self::Validated => "validated",
+            Self::ServerAdded => "server_added",
+            Self::ServerUpdated => "server_updated",
+            Self::ServerRemoved => "server_removed",
+            Self::PinPending => "pin_pending",
+            Self::PinApproved => "pin_approved",
+            Self::Quarantined => "quarantined",
+            Self::PinRestored => "pin_restored",
         }
     }
 
+    /// Every kind, definition events first.
+    pub const ALL: [Self; 11] = [
+        Self::Created,
+        Self::Updated,
+        Self::Deleted,
+        Self::Validated,
+        Self::ServerAdded,
+        Self::ServerUpdated,
+        Self::ServerRemoved,
+        Self::PinPending,
+        Self::PinApproved,
+        Self::Quarantined,
+        Self::PinRestored,
+    ];
+
+    /// Whether the event is about a custom definition (`created`, `updated`, `deleted`,
+    /// `validated`) rather than the MCP gateway.
+    pub fn is_definition(self) -> bool {
+        matches!(
+            self,
+            Self::Created | Self::Updated | Self::Deleted | Self::Validated
+        )
+    }
+
     fn parse(raw: &str) -> Result<Self, StoreError> {
-        match raw {
-            "created" => Ok(Self::Created),
-            "updated" => Ok(Self::Updated),
-            "deleted" => Ok(Self::Deleted),
-            "validated" => Ok(Self::Validated),
-            other => Err(StoreError::Corrupt(format!("unknown event kind {other:?}"))),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == raw)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown event kind {raw:?}")))
     }
 }
 
@@ -70,7 +121,8 @@ pub struct StoredEvent {
     /// When.
     pub at: DateTime<Utc>,
     /// Extra facts: `version` and `definitionHash` for created/updated/deleted; `category`,
-    /// `parameterCount` and `durationMs` for validated.
+    /// `parameterCount` and `durationMs` for validated; the server, the upstream tool and the
+    /// hashes for the gateway's events (see [`EventKind`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
 }

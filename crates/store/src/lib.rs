@@ -1,5 +1,6 @@
-//! toolgate store: custom tool definitions with history, definition events, plans and a
-//! tamper-evident audit log, on SQLite (embedded default) or PostgreSQL (shared by instances).
+//! toolgate store: custom tool definitions with history, definition events, plans, the MCP
+//! gateway's server entries and tool pins, and a tamper-evident audit log, on SQLite (embedded
+//! default) or PostgreSQL (shared by instances).
 //!
 //! One interface, [`Store`], two backends chosen by [`DbUrl`]. Migrations live per backend in
 //! `migrations/sqlite` and `migrations/postgres`, are compiled into the binary and run on
@@ -63,6 +64,7 @@ mod output_types;
 mod sync;
 mod tier;
 mod todo;
+mod upstream;
 mod url;
 
 use std::path::Path;
@@ -87,7 +89,7 @@ pub use approvals::{
 };
 pub use audit::{
     AuditCall, AuditObserver, AuditQuery, AuditRecord, AuditStage, AuditStart, BrokenLink,
-    ContentDigest, LARGE_OUTPUT_BYTES, VerifyReport,
+    ContentDigest, GATEWAY_PRINCIPAL, GATEWAY_VIA, GatewayAudit, LARGE_OUTPUT_BYTES, VerifyReport,
 };
 pub use checkpoint::{
     AuditAnchor, AuditKey, Checkpoint, CheckpointProblem, CheckpointProblemKind, CheckpointSource,
@@ -101,6 +103,7 @@ pub use gate::{
 };
 pub use sync::SYNC_INTERVAL;
 pub use tier::{ALL_BUILTINS, Tier};
+pub use upstream::{Observed, Pin, PinStatus, StoredServer};
 pub use url::DbUrl;
 
 /// Options for [`Store::open`].
@@ -340,6 +343,11 @@ macro_rules! scripts {
                 8,
                 "call_origin",
                 include_str!(concat!($dir, "/0008_call_origin.sql")),
+            ),
+            (
+                9,
+                "upstream",
+                include_str!(concat!($dir, "/0009_upstream.sql")),
             ),
         ]
     };

@@ -113,7 +113,16 @@ impl Store {
                             tracing::warn!(tool = %event.tool, error = %ErrorChain(&e), "a deleted definition stays in the registry")
                         }
                     },
-                    EventKind::Validated => {}
+                    // Validation and the MCP gateway's events change no stored definition; the
+                    // gateway follows its own through `on_event`.
+                    EventKind::Validated
+                    | EventKind::ServerAdded
+                    | EventKind::ServerUpdated
+                    | EventKind::ServerRemoved
+                    | EventKind::PinPending
+                    | EventKind::PinApproved
+                    | EventKind::Quarantined
+                    | EventKind::PinRestored => {}
                 }
                 on_event(event);
             }

@@ -14,7 +14,8 @@ use crate::registry::Registry;
 use crate::schema;
 use crate::tool::{BoxFuture, ToolOutput};
 
-/// Finds the tool; an unknown name is a `not_found` result (`docs/envelope.md#error-kinds`).
+/// Finds the tool; an unknown name is a `not_found` result (`docs/envelope.md#error-kinds`), a
+/// withheld one ([`Registry::withhold`]) an `unavailable` result with the withholding's reason.
 pub(super) struct Resolve {
     pub(super) registry: Arc<Registry>,
 }
@@ -36,6 +37,17 @@ impl Stage for Resolve {
             Some(tool) => {
                 call.tool = Some(tool.clone());
                 next.run(call)
+            }
+            // A withheld tool is unavailable, with the reason — only to a principal that may
+            // call it; to the others it does not exist.
+            None if principal.may_call(&call.request.tool)
+                && snapshot.withheld_reason(&call.request.tool).is_some() =>
+            {
+                let reason = snapshot
+                    .withheld_reason(&call.request.tool)
+                    .unwrap_or_default();
+                let error = ToolError::unavailable(reason).permanent();
+                Box::pin(async move { Err(error) })
             }
             None => {
                 let hint = suggest(&snapshot, &call.request.tool, principal)

@@ -13,10 +13,12 @@
 //! The module is cut by job: `record` holds the entry types (what callers write and read, and
 //! the stored row they become), `chain` hashes and links entries and verifies the chain, `query`
 //! reads and filters the log, `writer` is the group-commit writer every append goes through,
-//! `outputs` keeps large outputs apart, and `hooks` plugs the log into the call pipeline
+//! `outputs` keeps large outputs apart, `gateway` records the MCP gateway's events (a tool
+//! quarantined, a definition approved) as ordinary entries, and `hooks` plugs the log into the call pipeline
 //! ([`AuditStage`], [`AuditObserver`]).
 
 mod chain;
+mod gateway;
 mod hooks;
 mod outputs;
 mod query;
@@ -24,6 +26,7 @@ mod record;
 mod writer;
 
 pub use chain::{BrokenLink, VerifyReport};
+pub use gateway::{GATEWAY_PRINCIPAL, GATEWAY_VIA, GatewayAudit};
 pub use hooks::{AuditObserver, AuditStage, LARGE_OUTPUT_BYTES};
 pub use query::AuditQuery;
 pub use record::{AuditCall, AuditRecord, AuditStart, ContentDigest};

@@ -16,7 +16,7 @@ use crate::{Inner, LOCK_AUDIT, Store, ts, write_tx};
 impl Store {
     /// Appends `entry` to the chain and waits until it is committed (durably). Entries of
     /// concurrent calls share one transaction (group commit; see [`AuditWriter`]).
-    async fn append(&self, entry: Entry) -> Result<i64, StoreError> {
+    pub(super) async fn append(&self, entry: Entry) -> Result<i64, StoreError> {
         self.inner.audit_writer.append(entry).await
     }
 

@@ -1,0 +1,225 @@
+//! Streamed exchanges (`PolicyClient::open`) against real local servers: the policy's address
+//! check, redirects refused or followed, server-sent events capped one by one (a long stream
+//! passes, one large event does not), whole bodies capped, and cancellation mid-stream.
+#![cfg(test)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::routing::{get, post};
+use futures_util::StreamExt;
+use toolgate_core::{CancellationToken, ErrorKind};
+use toolgate_net::{NetPolicy, PolicyClient, Redirects, StreamRequest};
+
+async fn serve() -> SocketAddr {
+    let app = Router::new()
+        .route(
+            "/events",
+            get(|| async {
+                // 200 events of ~1 KiB each: 200 KiB in all, under a 4 KiB per-event cap.
+                let chunks = (0..200).map(|i| {
+                    Ok::<_, Infallible>(format!("id: {i}\ndata: {}\n\n", "e".repeat(1000)))
+                });
+                (
+                    [(header::CONTENT_TYPE, "text/event-stream")],
+                    axum::body::Body::from_stream(futures_util::stream::iter(chunks)),
+                )
+            }),
+        )
+        .route(
+            "/big-event",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/event-stream")],
+                    format!("data: small\n\ndata: {}\n\n", "b".repeat(8000)),
+                )
+            }),
+        )
+        .route(
+            "/endless",
+            get(|| async {
+                let ticks = futures_util::stream::unfold(0u32, |i| async move {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    Some((Ok::<_, Infallible>(format!("data: {i}\n\n")), i + 1))
+                });
+                (
+                    [(header::CONTENT_TYPE, "text/event-stream")],
+                    axum::body::Body::from_stream(ticks),
+                )
+            }),
+        )
+        .route("/json", post(|body: String| async move { body }))
+        .route(
+            "/moved",
+            post(|| async {
+                (
+                    StatusCode::TEMPORARY_REDIRECT,
+                    [(header::LOCATION, "/json")],
+                )
+            })
+            .get(|| async { (StatusCode::FOUND, [(header::LOCATION, "/events")]) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service())
+            .await
+            .unwrap()
+    });
+    addr
+}
+
+fn local() -> PolicyClient {
+    PolicyClient::new(NetPolicy {
+        private_hosts: vec!["127.0.0.1".into()],
+        ..NetPolicy::default()
+    })
+    .unwrap()
+}
+
+fn get_req(addr: SocketAddr, path: &str) -> StreamRequest {
+    StreamRequest {
+        method: "GET".into(),
+        url: format!("http://{addr}{path}"),
+        timeout: Some(Duration::from_secs(5)),
+        ..StreamRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn a_long_stream_passes_a_per_event_cap() {
+    let addr = serve().await;
+    let response = local()
+        .open(get_req(addr, "/events"), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.header("Content-Type"), Some("text/event-stream"));
+    let events: Vec<_> = response.events(4096).collect().await;
+    assert_eq!(events.len(), 200);
+    let last = events.last().unwrap().as_ref().unwrap();
+    assert_eq!(last.id.as_deref(), Some("199"));
+    assert_eq!(last.data.len(), 1000);
+}
+
+#[tokio::test]
+async fn one_event_over_the_cap_ends_the_stream_with_a_message() {
+    let addr = serve().await;
+    let response = local()
+        .open(get_req(addr, "/big-event"), &CancellationToken::new())
+        .await
+        .unwrap();
+    let events: Vec<_> = response.events(4096).collect().await;
+    assert_eq!(events.len(), 2, "the small event, then the error");
+    assert_eq!(events[0].as_ref().unwrap().data, "small");
+    let err = events[1].as_ref().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Execution);
+    assert_eq!(
+        err.message(),
+        format!(
+            "An event in the stream from http://127.0.0.1:{}/big-event is larger than the 4 KiB limit; raise [network] max_response_bytes if the server's events are that large",
+            addr.port()
+        )
+    );
+}
+
+#[tokio::test]
+async fn the_default_policy_refuses_loopback_before_any_request() {
+    let addr = serve().await;
+    let client = PolicyClient::new(NetPolicy::default()).unwrap();
+    let err = client
+        .open(get_req(addr, "/events"), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Authorization);
+    assert!(err.message().contains("private_hosts"), "{}", err.message());
+    let err = client
+        .check_destination(&format!("http://localhost:{}/", addr.port()))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message()
+            .starts_with("Network policy refused localhost ("),
+        "{}",
+        err.message()
+    );
+}
+
+#[tokio::test]
+async fn redirects_are_refused_unless_asked_for() {
+    let addr = serve().await;
+    let client = local();
+    let post = StreamRequest {
+        method: "POST".into(),
+        url: format!("http://{addr}/moved"),
+        body: Some(b"{}".to_vec()),
+        ..StreamRequest::default()
+    };
+    let err = client
+        .open(post, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.message(),
+        format!(
+            "http://{addr}/moved answered with a redirect (307) to http://{addr}/json; this request is not redirected: use the final address instead"
+        )
+    );
+    let follow = StreamRequest {
+        redirects: Redirects::Follow,
+        ..get_req(addr, "/moved")
+    };
+    let response = client
+        .open(follow, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(response.shown_url(), format!("http://{addr}/events"));
+}
+
+#[tokio::test]
+async fn a_whole_body_is_capped() {
+    let addr = serve().await;
+    let post = |body: &str| StreamRequest {
+        method: "POST".into(),
+        url: format!("http://{addr}/json"),
+        body: Some(body.as_bytes().to_vec()),
+        ..StreamRequest::default()
+    };
+    let client = local();
+    let cancel = CancellationToken::new();
+    let small = client.open(post("{\"a\":1}"), &cancel).await.unwrap();
+    assert_eq!(small.bytes(100).await.unwrap(), b"{\"a\":1}");
+    let big = client.open(post(&"x".repeat(200)), &cancel).await.unwrap();
+    let err = big.bytes(100).await.unwrap_err();
+    assert!(
+        err.message().contains("larger than the 100 bytes limit"),
+        "{}",
+        err.message()
+    );
+}
+
+#[tokio::test]
+async fn cancelling_ends_an_endless_stream() {
+    let addr = serve().await;
+    let cancel = CancellationToken::new();
+    let response = local()
+        .open(get_req(addr, "/endless"), &cancel)
+        .await
+        .unwrap();
+    let mut events = response.events(1024);
+    assert_eq!(events.next().await.unwrap().unwrap().data, "0");
+    cancel.cancel();
+    let end = tokio::time::timeout(Duration::from_secs(2), async {
+        let mut last = None;
+        while let Some(item) = events.next().await {
+            last = Some(item);
+        }
+        last
+    })
+    .await
+    .expect("the stream ends once cancelled");
+    assert_eq!(end.unwrap().unwrap_err().kind(), ErrorKind::Cancelled);
+}
