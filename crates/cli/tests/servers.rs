@@ -110,3 +110,38 @@ fn the_grammar_refuses_what_makes_no_sense() {
         );
     }
 }
+
+#[test]
+fn with_no_servers_the_list_says_how_to_add_one_and_unknown_names_exit_1() {
+    let s = Scratch::new();
+    let out = s.run(&["servers", "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("No servers."),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = s.run(&["servers", "list", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json, serde_json::json!({ "servers": [] }));
+    for args in [
+        &["servers", "show", "nope"][..],
+        &["servers", "tools", "nope"],
+        &["servers", "approve", "nope", "--all"],
+        &["servers", "restart", "nope"],
+        &["servers", "rm", "nope"],
+    ] {
+        let out = s.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("No server named nope") && err.contains("toolgate servers list"),
+            "{args:?}: the message names the server and the way to list them: {err}"
+        );
+    }
+}
