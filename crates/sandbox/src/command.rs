@@ -362,7 +362,7 @@ fn scalar(v: &Value) -> String {
     }
 }
 
-fn parse_host_port(s: &str) -> Option<(String, u16)> {
+pub(crate) fn parse_host_port(s: &str) -> Option<(String, u16)> {
     let (host, port) = s.rsplit_once(':')?;
     let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
     let ok = !host.is_empty()

@@ -24,7 +24,7 @@ pub const SETUP_EXIT: i32 = 126;
 /// First bytes of the launcher's stderr when the sandbox could not be set up.
 pub const SETUP_FAILED: &str = "toolgate-sandbox: ";
 /// The line the launcher writes to stderr right before executing the program when
-/// [`LaunchSpec::announce_start`] is set: everything before it is the launcher's, everything
+/// [`LaunchSpec::session`] is set: everything before it is the launcher's, everything
 /// after it the program's.
 pub const STARTED: &str = "toolgate-sandbox-started\n";
 
@@ -56,10 +56,12 @@ pub struct LaunchSpec {
     pub outside_uid: u32,
     /// See `outside_uid`.
     pub outside_gid: u32,
-    /// Write [`STARTED`] to stderr once the sandbox is set up, right before executing the
-    /// program (sessions: the executor learns that setup succeeded without waiting for an exit).
+    /// A long-lived session: the launcher writes [`STARTED`] to stderr once the sandbox is set
+    /// up, right before executing the program (the executor learns that setup succeeded without
+    /// waiting for an exit), and from `standard` up stage 1 kills the namespace when the
+    /// executor dies (a session has no deadline that would end it otherwise).
     #[serde(default)]
-    pub announce_start: bool,
+    pub session: bool,
 }
 
 /// The network the program sees.

@@ -3,7 +3,8 @@
 //!
 //! Stage 1 (`__toolgate-sandbox`): new session, joins the call's cgroups, and — from `standard`
 //! up — new user and PID namespaces (plus a network namespace, and a mount namespace when hosts
-//! are bridged); it then spawns stage 2 and waits for it. Stage 2 (`__toolgate-sandbox-init`) is
+//! are bridged); it then spawns stage 2 and waits for it (a session's stage 1 also kills stage 2
+//! once the executor, its parent, is gone). Stage 2 (`__toolgate-sandbox-init`) is
 //! the first process of the PID namespace: when it exits, or is killed, the kernel kills every
 //! process left in the namespace, so nothing a tool starts can outlive its call. Stage 2 sets up
 //! the bridged network, resource limits, `no_new_privs`, Landlock (`strict`, `restricted`),
@@ -58,6 +59,7 @@ pub(crate) fn init_main() -> i32 {
 
 fn stage1() -> Result<i32, String> {
     let spec = read_spec()?;
+    let executor = nix::unistd::getppid();
     setsid().map_err(|e| format!("could not start a new session: {e}"))?;
     for procs in &spec.cgroup_procs {
         std::fs::write(procs, std::process::id().to_string())
@@ -121,13 +123,50 @@ fn stage1() -> Result<i32, String> {
         .arg(INIT_ARG)
         .spawn()
         .map_err(|e| format!("could not start the sandbox's first process: {e}"))?;
-    let status = child
-        .wait()
-        .map_err(|e| format!("could not wait for the sandbox's first process: {e}"))?;
+    let status = if spec.session {
+        wait_or_follow_executor(&mut child, executor)?
+    } else {
+        child
+            .wait()
+            .map_err(|e| format!("could not wait for the sandbox's first process: {e}"))?
+    };
     Ok(status
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1))
+}
+
+/// Waits for stage 2 like `child.wait()`, and kills it once the executor is gone (this process
+/// re-parented): a session outlives no executor, having no deadline that would end it otherwise.
+/// No thread can watch (a process that unshared its PID namespace cannot start threads), so
+/// SIGCHLD arrives through a signalfd, polled with a timeout to look at the parent. SIGCHLD is
+/// blocked only now, after stage 2 started with the ordinary mask.
+fn wait_or_follow_executor(
+    child: &mut std::process::Child,
+    executor: nix::unistd::Pid,
+) -> Result<std::process::ExitStatus, String> {
+    use nix::poll::{PollFd, PollFlags, poll};
+    use nix::sys::signal::SigSet;
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use std::os::fd::AsFd;
+    let fail =
+        |e: &dyn std::fmt::Display| format!("could not wait for the sandbox's first process: {e}");
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    mask.thread_block().map_err(|e| fail(&e))?;
+    let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| fail(&e))?;
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| fail(&e))? {
+            return Ok(status);
+        }
+        if nix::unistd::getppid() != executor {
+            let _ = child.kill();
+        }
+        let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, 200u16);
+        while let Ok(Some(_)) = sfd.read_signal() {}
+    }
 }
 
 fn stage2() -> Result<Infallible, String> {
@@ -177,7 +216,7 @@ fn exec_program(spec: &LaunchSpec) -> Result<Infallible, String> {
         seccomp::apply(spec.level)?;
     }
     crate::fds::close_inherited_on_exec()?;
-    if spec.announce_start {
+    if spec.session {
         use std::io::Write as _;
         let _ = std::io::stderr().write_all(STARTED.as_bytes());
     }

@@ -358,7 +358,7 @@ impl Runner {
             cgroup_procs: cgroups.procs_files(),
             outside_uid: self.outside().0,
             outside_gid: self.outside().1,
-            announce_start: false,
+            session: false,
         }
     }
 
@@ -435,6 +435,10 @@ impl Runner {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711))?;
             std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o711))?;
+            for d in &owned {
+                // Private to the program's user: a session's home may hold its caches' secrets.
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+            }
             if level > Isolation::None {
                 for d in &owned {
                     nix::unistd::chown(

@@ -58,6 +58,18 @@ pub struct SessionJob {
     pub label: String,
 }
 
+impl SessionJob {
+    /// Parses one `allowed_hosts` entry, `host:port` (a DNS name, lower-cased, and a port
+    /// 1–65535), as command tools' `run.sandbox.allowed_hosts` are.
+    pub fn allowed_host(entry: &str) -> Result<(String, u16), SandboxError> {
+        crate::command::parse_host_port(entry).ok_or_else(|| {
+            SandboxError::Unavailable(format!(
+                "allowed_hosts entry {entry:?} is not \"host:port\" (a DNS name and a port from 1 to 65535, e.g. \"api.example.com:443\"); fix the entry"
+            ))
+        })
+    }
+}
+
 /// How a session's process ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionExit {
@@ -430,6 +442,12 @@ impl Runner {
     /// [`Session::started`] (`unavailable`), in the exit, and in the stderr tail; use
     /// [`Runner::start_session`] to wait for the start.
     pub fn spawn_session(&self, job: SessionJob) -> Result<Session, SandboxError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(SandboxError::Spawn(format!(
+                "{}: sessions are started within a Tokio runtime (their pipes and reaper run on it)",
+                job.label
+            )));
+        }
         self.check_session(&job)?;
         let prepared = self.prepare(
             job.level,
@@ -616,7 +634,7 @@ impl Runner {
             cgroup_procs: prepared.guard.cgroups.procs_files(),
             outside_uid: self.outside().0,
             outside_gid: self.outside().1,
-            announce_start: true,
+            session: true,
         }
     }
 }
@@ -719,4 +737,69 @@ fn runtime_paths(program: &Path, args: &[String]) -> Vec<PathBuf> {
         add(package.to_path_buf());
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn the_interpreter_of_a_script_is_found_directly_or_through_env() {
+        let d = tempfile::tempdir().unwrap();
+        let sh = script(d.path(), "a", "#!/bin/sh -e\necho\n");
+        assert_eq!(interpreter(&sh), Some(PathBuf::from("/bin/sh")));
+        // env with flags and assignments: the first plain word is the program, looked up
+        // beside the script first, then on the standard PATH.
+        std::fs::write(d.path().join("mynode"), "").unwrap();
+        let beside = script(d.path(), "b", "#!/usr/bin/env -S A=1 mynode --flag\n");
+        assert_eq!(interpreter(&beside), Some(d.path().join("mynode")));
+        let on_path = script(d.path(), "c", "#!/usr/bin/env sh\n");
+        assert!(interpreter(&on_path).is_some_and(|p| p.ends_with("sh")));
+        let missing = script(d.path(), "e", "#!/usr/bin/env no-such-interpreter-here\n");
+        assert_eq!(interpreter(&missing), None);
+        let relative = script(d.path(), "f", "#!bin/sh\n");
+        assert_eq!(interpreter(&relative), None);
+        let binary = script(d.path(), "g", "\x7fELF\x02\x01\x01");
+        assert_eq!(interpreter(&binary), None);
+    }
+
+    #[test]
+    fn runtime_paths_cover_the_prefix_and_node_modules_and_never_the_root() {
+        let d = tempfile::tempdir().unwrap();
+        let prefix = d.path().join("opt/rt");
+        for sub in ["bin", "lib", "share"] {
+            std::fs::create_dir_all(prefix.join(sub)).unwrap();
+        }
+        let program = script(&prefix.join("bin"), "rt", "");
+        let got = runtime_paths(&program, &[]);
+        assert!(got.contains(&prefix.join("bin")), "{got:?}");
+        assert!(got.contains(&prefix.join("lib")), "{got:?}");
+        // Only what a runtime needs: not its whole prefix, not its other folders.
+        assert!(!got.contains(&prefix), "{got:?}");
+        assert!(!got.contains(&prefix.join("share")), "{got:?}");
+        // A program in /bin: its prefix is / — never readable as a whole.
+        let got = runtime_paths(Path::new("/bin/sh"), &[]);
+        assert!(!got.iter().any(|p| p == Path::new("/")), "{got:?}");
+        // A script argument inside nested node_modules: the outermost folder and its package.
+        let app = d.path().join("app");
+        let inner = app.join("node_modules/a/node_modules/b/dist");
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::write(app.join("node_modules/a/node_modules/b/package.json"), "{}").unwrap();
+        let main = script(&inner, "index.js", "");
+        let got = runtime_paths(Path::new("/bin/sh"), &[main.display().to_string()]);
+        let real = |p: PathBuf| std::fs::canonicalize(p).unwrap();
+        assert!(got.contains(&real(app.join("node_modules"))), "{got:?}");
+        assert!(
+            got.contains(&real(app.join("node_modules/a/node_modules/b"))),
+            "{got:?}"
+        );
+        assert!(!got.contains(&real(app.clone())), "{got:?}");
+    }
 }

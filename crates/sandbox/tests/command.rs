@@ -105,7 +105,7 @@ async fn a_level_the_host_cannot_enforce_is_unavailable_never_weaker() {
         cgroup_procs: vec![],
         outside_uid: 65534,
         outside_gid: 65534,
-        announce_start: false,
+        session: false,
     };
     let runner = Runner::new(common::config());
     let outer = Job {

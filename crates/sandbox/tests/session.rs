@@ -377,9 +377,35 @@ async fn settle(pids: &BTreeSet<u32>) -> Vec<u32> {
     alive(pids)
 }
 
+fn open_fds() -> Vec<String> {
+    let mut fds: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let target = std::fs::read_link(e.path()).unwrap_or_default();
+            format!(
+                "{} -> {}",
+                e.file_name().to_string_lossy(),
+                target.display()
+            )
+        })
+        .collect();
+    fds.sort();
+    fds
+}
+
 #[tokio::test]
-async fn killing_a_session_leaves_no_process_and_no_cgroup() {
+async fn killing_a_session_leaves_no_process_no_cgroup_and_no_descriptor() {
     let r = runner();
+    // Warm up the runtime's own descriptors (signal pipe, blocking pool).
+    let warm = r
+        .start_session(tree_job(Isolation::Standard))
+        .await
+        .unwrap();
+    warm.kill();
+    warm.wait().await;
+    drop(warm);
+    let fds_before = open_fds();
     for level in [Isolation::Standard, Isolation::Strict] {
         let session = r.start_session(tree_job(level)).await.unwrap();
         let mut io = Io::new(session);
@@ -397,7 +423,9 @@ async fn killing_a_session_leaves_no_process_and_no_cgroup() {
         assert_eq!(exit.to_string(), "killed by SIGKILL (stopped by toolgate)");
         // Gone when wait() returns: no process, no zombie.
         assert_eq!(alive(&tree), Vec::<u32>::new(), "{level}: left behind");
+        drop(io);
     }
+    assert_eq!(open_fds(), fds_before, "descriptors leaked");
     let mine = format!("call-{}-", std::process::id());
     for root in [
         "/sys/fs/cgroup/pids/toolgate",
@@ -446,6 +474,17 @@ async fn dropping_a_session_kills_it() {
     }
 }
 
+async fn tail_ending(handle: &SessionHandle, end: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tail = handle.stderr_tail();
+        if tail.ends_with(end) || Instant::now() > deadline {
+            return tail;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test]
 async fn the_stderr_tail_is_captured_continuously_and_holds_only_the_program_s_output() {
     let script = "import sys\nfor line in sys.stdin:\n    sys.stderr.write('x' * 1000 + '\\n' if line.startswith('bulk') else 'said ' + line)\n    sys.stderr.flush()\n    print('ok', flush=True)\n";
@@ -455,12 +494,13 @@ async fn the_stderr_tail_is_captured_continuously_and_holds_only_the_program_s_o
         .unwrap();
     let mut io = Io::new(session);
     assert_eq!(io.ask("hello").await, "ok");
-    assert_eq!(io.handle.stderr_tail(), "said hello");
+    // stdout and stderr are separate pipes: the tail catches up within moments.
+    assert_eq!(tail_ending(&io.handle, "said hello").await, "said hello");
     for _ in 0..10 {
         assert_eq!(io.ask("bulk").await, "ok");
     }
     assert_eq!(io.ask("last words").await, "ok");
-    let tail = io.handle.stderr_tail();
+    let tail = tail_ending(&io.handle, "said last words").await;
     assert!(tail.ends_with("said last words"), "{tail}");
     assert!(tail.len() <= 4096 && tail.len() > 3000, "{}", tail.len());
     assert!(!tail.contains("toolgate-sandbox"), "{tail}");
@@ -543,6 +583,17 @@ async fn a_program_the_sandbox_user_cannot_reach_is_refused_before_starting() {
         .spawn_session(job(Isolation::Strict, "/no/such/program", &[]))
         .unwrap_err();
     assert!(err.to_string().contains("program not found"), "{err}");
+    assert_eq!(
+        SessionJob::allowed_host("API.example.com:443").unwrap(),
+        ("api.example.com".to_owned(), 443)
+    );
+    for bad in ["example.com", "example.com:0", "http://x:1", "1.2.3.4:x"] {
+        let err = SessionJob::allowed_host(bad).unwrap_err();
+        assert!(
+            err.to_string().contains("is not \"host:port\""),
+            "{bad}: {err}"
+        );
+    }
     let mut j = job(Isolation::Strict, "/bin/cat", &[]);
     j.read_paths = vec!["/no/such/dir".into()];
     let err = r.spawn_session(j).unwrap_err();
@@ -579,4 +630,126 @@ async fn a_program_the_sandbox_user_cannot_reach_is_refused_before_starting() {
         .unwrap();
     s.kill();
     assert!(s.wait().await.killed);
+}
+
+/// A TCP server on 127.0.0.1 that answers `pong` to every connection.
+fn pong_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 4];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"pong");
+        }
+    });
+    port
+}
+
+const PY_CLIENT: &str = "import socket, sys\nfor line in sys.stdin:\n    host, port = line.split()\n    try:\n        s = socket.create_connection((host, int(port)), timeout=2)\n        s.sendall(b'ping')\n        print(s.recv(16).decode() or 'closed', flush=True)\n    except Exception as e:\n        print('refused', type(e).__name__, flush=True)\n";
+
+#[tokio::test]
+async fn a_strict_session_reaches_its_allowed_hosts_through_the_bridge_and_nothing_else() {
+    let allowed = pong_server();
+    let other = pong_server();
+    let mut j = job(Isolation::Strict, "/usr/bin/python3", &["-c", PY_CLIENT]);
+    j.allowed_hosts = vec![SessionJob::allowed_host(&format!("localhost:{allowed}")).unwrap()];
+    let mut io = Io::new(runner().start_session(j).await.unwrap());
+    assert_eq!(io.ask(&format!("localhost {allowed}")).await, "pong");
+    assert!(
+        io.ask(&format!("localhost {other}"))
+            .await
+            .starts_with("refused")
+    );
+    assert!(
+        io.ask(&format!("127.0.0.1 {allowed}"))
+            .await
+            .starts_with("refused")
+    );
+    // A second connection over the same session's bridge works too.
+    assert_eq!(io.ask(&format!("localhost {allowed}")).await, "pong");
+    // At standard the host's network is there: the probe is real.
+    let j = job(Isolation::Standard, "/usr/bin/python3", &["-c", PY_CLIENT]);
+    let mut io = Io::new(runner().start_session(j).await.unwrap());
+    assert_eq!(io.ask(&format!("127.0.0.1 {other}")).await, "pong");
+}
+
+#[tokio::test]
+async fn the_memory_and_process_limits_apply_to_a_session() {
+    let mut config = common::config();
+    config.memory_bytes = 128 << 20;
+    config.processes = 16;
+    let r = Runner::new(config);
+    let script = "import os, sys, time\nfor line in sys.stdin:\n    if line.startswith('mem'):\n        try:\n            b = bytearray(512 << 20)\n            print('allocated', len(b), flush=True)\n        except MemoryError:\n            print('MemoryError', flush=True)\n    else:\n        n = 0\n        for i in range(40):\n            try:\n                if os.fork() == 0:\n                    time.sleep(5)\n                    os._exit(0)\n                n += 1\n            except OSError:\n                break\n        print('forked', n, flush=True)\n";
+    for level in [Isolation::Standard, Isolation::Strict] {
+        let session = r
+            .start_session(job(level, "/usr/bin/python3", &["-c", script]))
+            .await
+            .unwrap();
+        let mut io = Io::new(session);
+        assert_eq!(io.ask("mem").await, "MemoryError", "{level}");
+        let forked = io.ask("fork").await;
+        let n: u32 = forked.strip_prefix("forked ").unwrap().parse().unwrap();
+        assert!(n < 16, "{level}: {forked}");
+    }
+    // Started directly, the same probe succeeds: the limits are what stopped it.
+    use std::io::Write;
+    let mut direct = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    direct.stdin.take().unwrap().write_all(b"mem\n").unwrap();
+    let out = direct.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "allocated 536870912\n"
+    );
+}
+
+#[test]
+fn the_parts_can_move_to_other_tasks() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    fn reader<T: tokio::io::AsyncRead + Send + Unpin + 'static>() {}
+    fn writer<T: tokio::io::AsyncWrite + Send + Unpin + 'static>() {}
+    send_sync::<Session>();
+    send_sync::<SessionHandle>();
+    reader::<ChildStdout>();
+    writer::<ChildStdin>();
+    // Outside a runtime a session cannot start (its reaper runs on one): an error, no panic.
+    let err = runner()
+        .spawn_session(job(Isolation::None, "/bin/cat", &[]))
+        .unwrap_err();
+    assert!(err.to_string().contains("within a Tokio runtime"), "{err}");
+}
+
+/// An executor killed outright (no drop, no cleanup) takes its sessions along: stage 1 of each
+/// notices that its parent is gone and kills the namespace.
+#[tokio::test]
+async fn a_session_does_not_outlive_its_executor() {
+    use std::io::BufRead;
+    for level in ["standard", "strict"] {
+        let mut holder = std::process::Command::new(common::FIXTURE)
+            .args(["hold-session", level])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(holder.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid: u32 = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+        let mut tree = descendants(pid);
+        tree.insert(pid);
+        assert!(tree.len() >= 2, "{level}: {tree:?}");
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        assert_eq!(
+            settle(&tree).await,
+            Vec::<u32>::new(),
+            "{level}: outlived its executor"
+        );
+    }
 }

@@ -113,10 +113,10 @@ pub enum StoreError {
     /// An approval is not in the state the operation needs (or an idempotency key was reused).
     #[error("{0}")]
     ApprovalState(String),
-    /// An upstream tool's pin is not in the state the operation needs (the definition to approve
-    /// is not the one awaiting review: stale, or already approved).
+    /// An upstream server entry or tool pin is not in the state the operation needs (a server
+    /// added twice; a definition to approve that is not the one awaiting review).
     #[error("{0}")]
-    PinState(String),
+    GatewayState(String),
 }
 
 impl StoreError {
@@ -131,7 +131,7 @@ impl StoreError {
             | Self::Database { .. }
             | Self::AuditWrite(_) => StoreErrorKind::Unavailable,
             Self::NotFound(_) => StoreErrorKind::NotFound,
-            Self::Conflict(_) | Self::ApprovalState(_) | Self::PinState(_) => {
+            Self::Conflict(_) | Self::ApprovalState(_) | Self::GatewayState(_) => {
                 StoreErrorKind::Conflict
             }
             Self::PlanLimit { .. } => StoreErrorKind::PlanLimit,

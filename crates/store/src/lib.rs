@@ -37,7 +37,9 @@
 //! Appends to the audit chain, definition changes and their events are serialized: on SQLite by
 //! `BEGIN IMMEDIATE` (the database write lock), on PostgreSQL by a transaction-scoped advisory
 //! lock (`pg_advisory_xact_lock`), so two processes or instances can neither fork the chain nor
-//! both slip past a plan limit. Two processes opening a fresh database at once both succeed and the
+//! both slip past a plan limit. The MCP gateway's server entries and tool pins change under the
+//! definitions' lock too, each change with its event, so instances that see the same upstream
+//! change at once quarantine the tool once. Two processes opening a fresh database at once both succeed and the
 //! migrations run once (SQLite: the migrator runs inside one `BEGIN IMMEDIATE` transaction;
 //! PostgreSQL: sqlx's migrator holds an advisory lock).
 //!

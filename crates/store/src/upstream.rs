@@ -428,6 +428,30 @@ impl Store {
         entry: &Value,
         by: &str,
     ) -> Result<(StoredServer, bool), StoreError> {
+        self.write_server(name, entry, by, true).await
+    }
+
+    /// Adds the entry of server `name` like [`Store::put_server`], but refuses (`conflict`) when
+    /// one is stored already: two people adding the same name at once do not overwrite each
+    /// other.
+    pub async fn add_server(
+        &self,
+        name: &str,
+        entry: &Value,
+        by: &str,
+    ) -> Result<StoredServer, StoreError> {
+        self.write_server(name, entry, by, false)
+            .await
+            .map(|(server, _)| server)
+    }
+
+    async fn write_server(
+        &self,
+        name: &str,
+        entry: &Value,
+        by: &str,
+        replace: bool,
+    ) -> Result<(StoredServer, bool), StoreError> {
         check_name("server", name)?;
         if !entry.is_object() {
             return Err(StoreError::Invalid(format!(
@@ -443,6 +467,11 @@ impl Store {
                 .await
                 .map_err(StoreError::db("reading a server entry"))?;
             let created = existing.is_none();
+            if !created && !replace {
+                return Err(StoreError::GatewayState(format!(
+                    "A server named `{name}` is already stored (choose another name, or remove it first with `toolgate servers rm {name}`)"
+                )));
+            }
             if created {
                 sqlx::query(
                     "INSERT INTO gateway_servers (name, entry_json, created_at, created_by, updated_at, updated_by) \
@@ -787,15 +816,24 @@ impl Store {
                     (pin, Some(event))
                 }
                 None if pin.approved_hash.as_deref() == Some(hash) => (pin, None),
-                Some(pending) => {
-                    return Err(StoreError::PinState(format!(
-                        "Definition {} of `{tool}` (server `{server}`) is no longer the one awaiting review: the server has shown {} since; review that one (`toolgate servers tools {server}`) and approve it",
+                Some(pending) if pin.approved_hash.as_deref() == Some(hash) => {
+                    return Err(StoreError::GatewayState(format!(
+                        "Definition {} of `{tool}` (server `{server}`) is already the approved one; the tool is held because the server now shows {}, which awaits review: review it (`toolgate servers tools {server}`) and approve {} to serve the tool again",
                         short(hash),
+                        short(pending),
+                        short(pending),
+                    )));
+                }
+                Some(pending) => {
+                    return Err(StoreError::GatewayState(format!(
+                        "Definition {} of `{tool}` (server `{server}`) is not the one awaiting review, {}: the server changed it again since it was reviewed, or the hash is mistyped; review {} (`toolgate servers tools {server}`) and approve that one",
+                        short(hash),
+                        short(pending),
                         short(pending),
                     )));
                 }
                 None => {
-                    return Err(StoreError::PinState(format!(
+                    return Err(StoreError::GatewayState(format!(
                         "Nothing of `{tool}` (server `{server}`) awaits review, and {} is not its approved definition ({}); list its tools with `toolgate servers tools {server}`",
                         short(hash),
                         pin.approved_hash.as_deref().map(short).unwrap_or("none"),
@@ -863,11 +901,12 @@ impl Store {
         row.map(pin_from_row).transpose()
     }
 
-    /// After a listing of `server`'s tools: the tools not in `present_tools` are marked not
-    /// present when something of them was approved (the approved record stays: the same
-    /// definition coming back is served without a new review; a definition awaiting review
-    /// stays too), and forgotten when nothing was (a new tool that went away before review).
-    /// Returns the names of the tools marked or forgotten now, by name.
+    /// After a complete listing of `server`'s tools (never after a failed one: every tool would
+    /// look gone): the tools not in `present_tools` are marked not present when something of
+    /// them was approved (the approved record stays: the same definition coming back is served
+    /// without a new review; a definition awaiting review stays too), and forgotten when nothing
+    /// was (a new tool that went away before review). Writes no event. Returns the names of the
+    /// tools marked or forgotten now, by name.
     pub async fn forget_missing(
         &self,
         server: &str,

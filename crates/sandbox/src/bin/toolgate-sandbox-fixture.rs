@@ -51,9 +51,59 @@ fn tools() -> Vec<Arc<dyn Tool>> {
     vec![Arc::new(spin), Arc::new(read), Arc::new(whoami)]
 }
 
+/// `hold-session LEVEL`: starts a session of `/bin/sleep 300` at LEVEL with this binary as the
+/// launcher, prints the launcher's pid, and waits to be killed (the test of sessions that do
+/// not outlive their executor).
+fn hold_session(level: &str) -> i32 {
+    let Ok(level) = serde_json::from_value::<Isolation>(json!(level)) else {
+        eprintln!("hold-session: unknown level {level}");
+        return 2;
+    };
+    let Ok(exe) = std::env::current_exe() else {
+        return 2;
+    };
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return 2;
+    };
+    rt.block_on(async move {
+        let runner = toolgate_sandbox::Runner::new(toolgate_sandbox::SandboxConfig::new(exe));
+        let job = toolgate_sandbox::SessionJob {
+            level,
+            program: "/bin/sleep".into(),
+            args: vec!["300".into()],
+            env: Vec::new(),
+            cwd: None,
+            read_paths: Vec::new(),
+            write_paths: Vec::new(),
+            allowed_hosts: Vec::new(),
+            label: "Server held".into(),
+        };
+        match runner.start_session(job).await {
+            Ok(session) => {
+                println!("{}", session.handle.pid().unwrap_or(0));
+                let _ = session.wait().await;
+                0
+            }
+            Err(e) => {
+                eprintln!("hold-session: {e}");
+                1
+            }
+        }
+    })
+}
+
 fn main() {
     if let Some(code) = toolgate_sandbox::hidden_main(tools) {
         std::process::exit(code);
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, mode, level] = args.as_slice()
+        && mode == "hold-session"
+    {
+        std::process::exit(hold_session(level));
     }
     eprintln!("toolgate-sandbox-fixture: a launcher for tests; started by the sandbox executor");
     std::process::exit(2);
