@@ -58,6 +58,18 @@ fn plural(count: u64, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
 
+/// Tools served and waiting for approval, from a summary (`tools` is a count) or a detail
+/// (`tools` is the list, whose approved ones are served).
+fn counts(view: &Value) -> (u64, u64) {
+    match view.get("tools") {
+        Some(Value::Array(list)) => (
+            list.iter().filter(|t| s(t, "status") == "approved").count() as u64,
+            n(view, "pendingChanges"),
+        ),
+        _ => (n(view, "tools"), n(view, "pendingChanges")),
+    }
+}
+
 /// The state as one word, with the error after it for a failed server.
 fn state_line(server: &Value) -> String {
     let state = s(server, "state");
@@ -207,14 +219,7 @@ pub fn tools(server: &str, tools: &[Value]) -> String {
 pub fn show(view: &Value) -> String {
     let name = s(view, "name");
     let mut text = String::new();
-    // The detail's `tools` is the list of tools (the summary's count is then the approved ones).
-    let (served, pending) = match view.get("tools") {
-        Some(Value::Array(list)) => (
-            list.iter().filter(|t| s(t, "status") == "approved").count() as u64,
-            n(view, "pendingChanges"),
-        ),
-        _ => (n(view, "tools"), n(view, "pendingChanges")),
-    };
+    let (served, pending) = counts(view);
     let facts = [
         ("Server", name.to_owned()),
         ("Transport", s(view, "transport").to_owned()),
@@ -317,17 +322,24 @@ pub fn removed(view: &Value) -> String {
     }
 }
 
-/// `servers add`: the server as it is now, and what to do about its tools.
-pub fn added(summary: &Value) -> String {
-    let name = s(summary, "name");
+/// `servers add`: the server as it is now (its detail), its tools, and what to do about them.
+pub fn added(detail: &Value) -> String {
+    let name = s(detail, "name");
+    let (served, pending) = counts(detail);
     let mut text = format!(
-        "Added server {name} ({}): {}, {} served, {} waiting for approval\n",
-        s(summary, "transport"),
-        state_line(summary),
-        plural(n(summary, "tools"), "tool", "tools"),
-        n(summary, "pendingChanges")
+        "Added server {name} ({}): {}, {} served, {pending} waiting for approval\n",
+        s(detail, "transport"),
+        state_line(detail),
+        plural(served, "tool", "tools"),
     );
-    if n(summary, "pendingChanges") > 0 {
+    if let Some(Value::Array(list)) = detail.get("tools")
+        && !list.is_empty()
+    {
+        text.push('\n');
+        text.push_str(&tools(name, list));
+        return text;
+    }
+    if pending > 0 {
         text.push_str(&format!(
             "Its tools are withheld until approved: review them with `toolgate servers tools {name}`, then `toolgate servers approve {name} --all`.\n"
         ));
@@ -356,6 +368,9 @@ pub fn imported(view: &Value) -> String {
             s(skipped, "name"),
             s(skipped, "reason")
         ));
+    }
+    for note in items(view, "notes").iter().filter_map(Value::as_str) {
+        text.push_str(&format!("  note: {note}\n"));
     }
     if !added.is_empty() {
         text.push_str("Their tools wait for approval: `toolgate servers list` shows them.\n");
@@ -440,7 +455,8 @@ mod tests {
             "state": "ready", "eager": true, "tools": 6, "pendingChanges": 1 });
         let removed_view = json!({ "name": "py", "toolsRemoved": ["py__echo", "py__drifting"] });
         let import_view = json!({ "added": ["files", "everything"], "skipped": [
-            { "name": "weird", "reason": "neither command nor url; give one of them" } ] });
+            { "name": "weird", "reason": "neither command nor url; give one of them" } ],
+            "notes": ["env GITHUB_TOKEN of files is a literal secret: move it to ${env:GITHUB_TOKEN}"] });
         let text = [
             approved(&approved_view),
             approved(&json!({ "server": "py", "by": "cli:alice", "approved": [] })),
@@ -448,6 +464,12 @@ mod tests {
             removed(&removed_view),
             removed(&json!({ "name": "py", "toolsRemoved": [] })),
             added(&restarted_view),
+            added(
+                &json!({ "name": "py", "transport": "stdio", "source": "store",
+                "state": "ready", "eager": false, "pendingChanges": 1, "entry": {},
+                "tools": [{ "upstreamName": "echo", "name": "py__echo", "status": "pending",
+                    "description": "Echoes its text.", "hash": "c".repeat(64) }] }),
+            ),
             imported(&import_view),
         ]
         .concat();
