@@ -42,6 +42,7 @@ use toolgate_core::{
     CancellationToken, CoreError, HttpClient, Pipeline, PipelineBuilder, Principal,
     PrincipalQuotaStage, RateLimit, RateLimitStage, Registry, ToolDefinition,
 };
+use toolgate_gateway::upstream::http::PolicyConnector;
 use toolgate_gateway::upstream::{Connector, HttpConnector, StdioSpawner};
 use toolgate_net::{NetPolicy, PolicyClient};
 use toolgate_sandbox::{Runner, SandboxConfig, SandboxExecutor};
@@ -397,6 +398,8 @@ impl Runtime {
         };
         let rate_limit = config.rate_limit();
         let approval_ttl = config.approvals.ttl();
+        // Streamable HTTP upstreams go through the same network policy as tools.
+        let upstream_http = PolicyConnector::from_client(http.clone()).http_connector();
         Ok(Parts {
             config,
             store,
@@ -412,7 +415,7 @@ impl Runtime {
             warnings,
             servers,
             stdio: Some(Arc::new(servers::SandboxSpawner::new(runner))),
-            upstream_http: None,
+            upstream_http: Some(upstream_http),
         })
     }
 

@@ -22,7 +22,7 @@ use toolgate_core::{CallRequest, ErrorKind, Outcome, Principal, ToolResult};
 use toolgate_gateway::GatewayError;
 use toolgate_gateway::upstream::{StdioHandle, StdioLaunch, StdioProcess, StdioSpawner};
 use toolgate_runtime::servers::Manager;
-use toolgate_runtime::servers::views::{ServerSource, ToolStatus};
+use toolgate_runtime::servers::views::{ServerSource, ToolStatus, Transport};
 use toolgate_runtime::{ConfigSource, OpErrorKind, Runtime, RuntimeOptions};
 use toolgate_store::{AuditQuery, DbUrl};
 use toolgate_test_support::mcp_fixtures;
@@ -517,4 +517,97 @@ requires_confirmation = false
     runtime.drain(Duration::from_secs(1)).await;
     let summary = runtime.servers().summary(&local(), "py").unwrap();
     assert_eq!(summary.state.state, "stopped", "{summary:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_is_reached_through_the_network_policy() {
+    let Some(everything) = mcp_fixtures::everything("the runtime's HTTP upstream test") else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _server = tokio::process::Command::new(&everything.program)
+        .arg(&everything.args[0])
+        .arg("streamableHttp")
+        .env_clear()
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The loopback host is allowed by name; the metadata address never is.
+    let text = format!(
+        r#"
+[network]
+private_hosts = ["127.0.0.1"]
+
+[servers.every]
+url = "http://127.0.0.1:{port}/mcp"
+[servers.every.tools.echo]
+requires_confirmation = false
+
+[servers.meta]
+url = "http://169.254.169.254/mcp"
+"#
+    );
+    let runtime = Runtime::open(options(dir.path(), toml::from_str(&text).unwrap()))
+        .await
+        .unwrap();
+    let servers = runtime.servers();
+    let tools = servers.tools_now(&local(), "every").await.unwrap().tools;
+    assert!(
+        tools.iter().any(|t| t.upstream_name == "echo"),
+        "{:?}",
+        servers.show(&local(), "every")
+    );
+    servers
+        .approve(manager(&local()), "every", Some("echo"))
+        .await
+        .unwrap();
+    let r = call(
+        &runtime,
+        "every__echo",
+        json!({"message": "over http"}),
+        local(),
+    )
+    .await;
+    assert!(r.is_ok(), "{:?}", r.error());
+    assert!(
+        r.data().unwrap().to_string().contains("over http"),
+        "{:?}",
+        r.data()
+    );
+    let summary = servers.summary(&local(), "every").unwrap();
+    assert_eq!(summary.transport, Transport::Http);
+    assert_eq!(summary.state.state, "ready", "{summary:?}");
+
+    let meta = servers.tools_now(&local(), "meta").await.unwrap();
+    assert!(meta.tools.is_empty());
+    let summary = servers.summary(&local(), "meta").unwrap();
+    assert_eq!(summary.state.state, "failed", "{summary:?}");
+    assert!(
+        summary
+            .state
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("169.254.169.254"),
+        "{summary:?}"
+    );
+    runtime.drain(Duration::from_secs(1)).await;
 }
