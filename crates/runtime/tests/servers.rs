@@ -611,3 +611,39 @@ url = "http://169.254.169.254/mcp"
     );
     runtime.drain(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_made_by_another_process_reaches_a_serving_runtime() {
+    let Some(python) = mcp_fixtures::python("the runtime's upstream server tests") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The serving runtime follows the store (as `toolgate serve` does).
+    let serving = open(dir.path(), &python).await;
+    serving.start_sync().await.unwrap();
+    listed(&serving).await;
+    assert!(serving.registry().get("py__echo").is_none());
+
+    // `toolgate servers approve py echo` in another process: its own runtime, same database.
+    let cli = open(dir.path(), &python).await;
+    cli.servers()
+        .approve(manager(&local()), "py", Some("echo"))
+        .await
+        .unwrap();
+    cli.drain(Duration::from_secs(1)).await;
+
+    let mut served = false;
+    for _ in 0..100 {
+        if serving.registry().get("py__echo").is_some() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "{:?}", serving.servers().tools(&local(), "py"));
+    let r = call(&serving, "py__echo", json!({"text": "from afar"}), local()).await;
+    assert!(r.is_ok(), "{:?}", r.error());
+    // The other tools still wait.
+    assert!(serving.registry().get("py__weather").is_none());
+    serving.drain(Duration::from_secs(1)).await;
+}
