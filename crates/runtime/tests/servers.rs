@@ -123,9 +123,15 @@ tools = ["py__drifting"]
 [servers.py]
 command = {python:?}
 args = [{script:?}]
-env = {{ PY_SERVER_DRIFT_FILE = {drift:?} }}
+env = {{ PY_SERVER_DRIFT_FILE = {drift:?}, PY_SERVER_CANCEL_MARKER = {marker:?} }}
 
 [servers.py.tools.echo]
+requires_confirmation = false
+
+[servers.py.tools.pixel]
+requires_confirmation = false
+
+[servers.py.tools.slow]
 requires_confirmation = false
 
 [servers.py.tools.drifting]
@@ -134,6 +140,7 @@ requires_confirmation = false
         python = python.display().to_string(),
         script = mcp_fixtures::py_server_script().display().to_string(),
         drift = drift.display().to_string(),
+        marker = drift.with_file_name("cancelled").display().to_string(),
     );
     toml::from_str(&text).unwrap()
 }
@@ -646,4 +653,64 @@ async fn an_approval_made_by_another_process_reaches_a_serving_runtime() {
     // The other tools still wait.
     assert!(serving.registry().get("py__weather").is_none());
     serving.drain(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_blocks_come_back_and_a_cancelled_call_is_cancelled_upstream() {
+    let Some(python) = mcp_fixtures::python("the runtime's upstream server tests") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = open(dir.path(), &python).await;
+    listed(&runtime).await;
+    runtime
+        .servers()
+        .approve(manager(&local()), "py", None)
+        .await
+        .unwrap();
+
+    // An image block reaches the envelope's content.
+    let r = call(&runtime, "py__pixel", json!({}), local()).await;
+    assert!(r.is_ok(), "{:?}", r.error());
+    let content = serde_json::to_value(&r.content).unwrap();
+    assert_eq!(content[0]["type"], "image", "{content}");
+    assert_eq!(content[0]["mimeType"], "image/png", "{content}");
+
+    // The caller cancels: the call ends `cancelled` and the upstream sees the cancellation.
+    let cancel = toolgate_core::CancellationToken::new();
+    let pending = {
+        let runtime = Arc::clone(&runtime);
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            runtime
+                .call(
+                    CallRequest::new("py__slow", json!({"seconds": 30})),
+                    Some(cancel),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cancel.cancel();
+    let r = tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        r.error_kind(),
+        Some(ErrorKind::Cancelled),
+        "{:?}",
+        r.error()
+    );
+    let marker = dir.path().join("cancelled");
+    let mut seen = false;
+    for _ in 0..50 {
+        if marker.exists() {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen, "the upstream never saw the cancellation");
+    runtime.drain(Duration::from_secs(1)).await;
 }
