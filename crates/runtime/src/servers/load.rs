@@ -186,8 +186,16 @@ impl Servers {
             approve_first_sight,
             stop: stop.clone(),
         };
-        if let Some(old) = self.lock().insert(key.clone(), server) {
+        let replaced = self.lock().insert(key.clone(), server);
+        if let Some(old) = replaced {
+            // Its tools forward to the old connection: they are registered again from the new
+            // entry's listing.
             old.stop.cancel();
+            for tool in old.tools.values() {
+                if let Some(n) = &tool.name {
+                    super::listing::unserve(&self.inner.registry, n);
+                }
+            }
         }
         if let (Some(upstream), Ok(handle)) = (upstream, tokio::runtime::Handle::try_current()) {
             handle.spawn(watch(Arc::downgrade(&self.inner), key, upstream, stop));

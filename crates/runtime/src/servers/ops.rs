@@ -228,16 +228,11 @@ impl Servers {
             )));
         }
         let json = serde_json::to_value(&entry).map_err(|e| OpError::BadRequest(e.to_string()))?;
-        let (_, created) = self
-            .inner
+        // A stored entry of that name that no longer loaded (so is not served) is replaced.
+        self.inner
             .store
             .put_server(name.as_str(), &json, manager.actor)
             .await?;
-        if !created {
-            return Err(OpError::Conflict(format!(
-                "A server named {name} is stored already; remove it first (`toolgate servers rm {name}`)"
-            )));
-        }
         let pins = self.inner.store.pins(name.as_str()).await?;
         let key = name.to_string();
         self.insert(name, entry, ServerSource::Store, approve);
