@@ -714,3 +714,43 @@ async fn content_blocks_come_back_and_a_cancelled_call_is_cancelled_upstream() {
     assert!(seen, "the upstream never saw the cancellation");
     runtime.drain(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_held_by_another_tool_is_refused_and_that_tool_left_alone() {
+    let Some(python) = mcp_fixtures::python("the runtime's upstream server tests") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = open(dir.path(), &python).await;
+    runtime
+        .registry()
+        .register_definition(toolgate_core::ToolDefinition::new(
+            "clash__echo",
+            "A custom tool that was here first. Use it in tests only.",
+        ))
+        .unwrap();
+    let entry = json!({
+        "command": python.display().to_string(),
+        "args": [mcp_fixtures::py_server_script().display().to_string()],
+    });
+    let added = runtime
+        .servers()
+        .add(manager(&local()), "clash", entry, true)
+        .await
+        .unwrap();
+    let echo = added
+        .tools
+        .iter()
+        .find(|t| t.upstream_name == "echo")
+        .unwrap();
+    assert_eq!(echo.status, ToolStatus::Refused, "{echo:?}");
+    assert!(
+        echo.reason.as_deref().unwrap().contains("clash__echo"),
+        "{echo:?}"
+    );
+    // The custom tool is untouched; the server's other tools are served.
+    let custom = runtime.registry().get("clash__echo").unwrap();
+    assert!(custom.spec().description().contains("was here first"));
+    assert!(runtime.registry().get("clash__weather").is_some());
+    runtime.drain(Duration::from_secs(1)).await;
+}

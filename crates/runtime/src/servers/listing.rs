@@ -3,7 +3,7 @@
 //! approved and unchanged tools are registered with a handler that forwards calls, the others
 //! withheld with the reason, and tools the server no longer lists leave the registry.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use toolgate_core::{ErrorChain, ToolDefinition, ToolName};
@@ -237,24 +237,22 @@ impl Servers {
                 .unwrap_or_default();
             (owners, previous)
         };
-        let ours: BTreeSet<String> = previous
-            .values()
-            .filter_map(|t| t.name.as_ref().map(ToString::to_string))
-            .collect();
+        // A name is free for this server when nobody else holds it: another server's tool, or
+        // any registered tool that is not this server's own (a definition, a built-in).
         let taken = |n: &str| -> Option<String> {
             if let Some(other) = owners.get(n) {
                 return Some(format!("tool {n} of server {other}"));
             }
-            if ours.contains(n) {
-                return None;
-            }
-            registry.get(n).map(|t| {
-                if t.is_builtin() {
-                    format!("the built-in tool {n}")
-                } else {
-                    format!("the tool {n}")
-                }
-            })
+            registry
+                .get(n)
+                .filter(|t| !is_ours(t.spec().definition(), server))
+                .map(|t| {
+                    if t.is_builtin() {
+                        format!("the built-in tool {n}")
+                    } else {
+                        format!("the tool {n}")
+                    }
+                })
         };
         let upstream_names: Vec<String> = listed.iter().map(|l| l.tool.name.clone()).collect();
         let names: HashMap<String, Result<ToolName, String>> =
