@@ -194,9 +194,7 @@ pub fn tools(server: &str, tools: &[Value]) -> String {
                 ));
                 notes.push_str(&changes(t, "  "));
             }
-            "pending" => notes.push_str(&format!(
-                "\n{upstream} was never approved (withheld until approved).\n"
-            )),
+            "pending" => {}
             "refused" => notes.push_str(&format!(
                 "\n{upstream} cannot be served: {}\n",
                 t.get("reason")
@@ -205,6 +203,17 @@ pub fn tools(server: &str, tools: &[Value]) -> String {
             )),
             _ => {}
         }
+    }
+    let new: Vec<&str> = tools
+        .iter()
+        .filter(|t| s(t, "status") == "pending")
+        .map(|t| s(t, "upstreamName"))
+        .collect();
+    if !new.is_empty() {
+        notes.push_str(&format!(
+            "\nNever approved (withheld until approved): {}\n",
+            new.join(", ")
+        ));
     }
     if !notes.is_empty() {
         text.push_str(&notes);
