@@ -16,7 +16,7 @@ fn wire_names<T: Copy>(all: &[T], f: impl Fn(T) -> &'static str) -> Value {
 }
 
 /// Every (method, path) in the document, in the router's spelling.
-pub const ROUTES: [(&str, &str); 26] = [
+pub const ROUTES: [(&str, &str); 27] = [
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/metrics"),
@@ -38,6 +38,7 @@ pub const ROUTES: [(&str, &str); 26] = [
     ("get", "/v1/export/{format}"),
     ("get", "/v1/events"),
     ("get", "/v1/servers"),
+    ("post", "/v1/servers"),
     ("get", "/v1/servers/{name}"),
     ("delete", "/v1/servers/{name}"),
     ("get", "/v1/servers/{name}/tools"),
@@ -587,6 +588,9 @@ fn add_servers(doc: &mut Value) {
         "/v1/servers": {
             "get": op("Every upstream MCP server: transport, where it is declared, state, tools served and waiting for approval", json!([]), None,
                 ("200", json_body("ServerList", "The servers, by name")), &["401"]),
+            "post": op("Add (store) a server and list its tools (needs toolgate.servers.manage); they wait for approval unless approve is true", json!([]),
+                Some(json!({ "required": true, "content": { "application/json": { "schema": schema_ref("AddServer") } } })),
+                ("201", json_body("ServerDetail", "Added: the server as listed (or failed to start, its state says why)")), &["400", "401", "403", "409", "413", "415"]),
         },
         "/v1/servers/{name}": {
             "get": op("One server: its state (with the last error and stderr), its entry (literal secrets redacted) and its tools", json!([name.clone()]), None,
@@ -675,6 +679,14 @@ fn add_servers(doc: &mut Value) {
                 "all": { "const": true }
             },
             "oneOf": [ { "required": ["tools"], "not": { "required": ["all"] } }, { "required": ["all"], "not": { "required": ["tools"] } } ]
+        },
+        "AddServer": {
+            "type": "object", "required": ["name", "entry"], "additionalProperties": false,
+            "properties": {
+                "name": { "type": "string", "description": "The server's name (the SERVER of SERVER__TOOL)" },
+                "entry": { "type": "object", "description": "As [servers.NAME] in the config file: command and args (stdio) or url and headers (Streamable HTTP), and the other keys" },
+                "approve": { "type": "boolean", "description": "Approve the tools of this first sight up front" }
+            }
         },
         "ApprovedTools": {
             "type": "object", "required": ["server", "by", "approved"],
