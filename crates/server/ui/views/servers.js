@@ -97,7 +97,9 @@ async function renderServer(page, rawName) {
     }
     const tools = server.tools || [];
     const served = tools.filter((t) => t.status === 'approved').length;
-    const waiting = tools.filter((t) => t.status === 'pending' || t.status === 'quarantined');
+    // Changed tools first: a rug pull matters more than a new tool.
+    const waiting = tools.filter((t) => t.status === 'pending' || t.status === 'quarantined')
+      .sort((a, b) => (a.status === 'quarantined' ? 0 : 1) - (b.status === 'quarantined' ? 0 : 1));
     replace(body,
       facts([
         ['State', h('span', null, stateBadge(server.state), server.error ? ` ${server.error}` : '')],
