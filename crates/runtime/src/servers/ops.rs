@@ -30,7 +30,7 @@ impl Manager<'_> {
             Ok(())
         } else {
             Err(OpError::Forbidden(format!(
-                "Principal {} may not {what}: it needs the permission {MANAGE_PERMISSION}",
+                "Principal {} may not {what}: it needs the permission {MANAGE_PERMISSION}; grant it to the principal in the config file",
                 self.principal.id
             )))
         }
