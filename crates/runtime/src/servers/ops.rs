@@ -30,7 +30,7 @@ impl Manager<'_> {
             Ok(())
         } else {
             Err(OpError::Forbidden(format!(
-                "Principal {} may not {what}: it needs the permission {MANAGE_PERMISSION}",
+                "Principal {} may not {what}: it needs the permission {MANAGE_PERMISSION}; grant it to the principal in the config file",
                 self.principal.id
             )))
         }
@@ -167,12 +167,27 @@ impl Servers {
     }
 
     /// Removes a stored server: its tools leave the registry, its process stops, its pins and
-    /// its stored entry are forgotten. A server of the config file cannot be removed here.
+    /// its stored entry are forgotten (a stored entry that no longer loads too). A server of
+    /// the config file cannot be removed here.
     ///
     /// Errors: [`OpError::Forbidden`] without [`MANAGE_PERMISSION`]; [`OpError::NotFound`] for
     /// an unknown server; [`OpError::Conflict`] for a server of the config file.
     pub async fn remove(&self, manager: Manager<'_>, name: &str) -> Result<RemovedServer, OpError> {
         manager.check("remove servers")?;
+        let source = self.lock().get(name).map(|s| s.source);
+        if source.is_none() {
+            // A stored entry that no longer loads is not served, but can be removed.
+            return match self.inner.store.server(name).await? {
+                Some(_) => {
+                    self.inner.store.remove_server(name, manager.actor).await?;
+                    Ok(RemovedServer {
+                        name: name.to_owned(),
+                        tools_removed: Vec::new(),
+                    })
+                }
+                None => Err(unknown(name)),
+            };
+        }
         {
             let servers = self.lock();
             let server = servers.get(name).ok_or_else(|| unknown(name))?;
@@ -228,10 +243,11 @@ impl Servers {
             )));
         }
         let json = serde_json::to_value(&entry).map_err(|e| OpError::BadRequest(e.to_string()))?;
-        // A stored entry of that name that no longer loaded (so is not served) is replaced.
+        // Refused when stored meanwhile (by someone else, or an entry that no longer loads:
+        // `remove` takes that one out).
         self.inner
             .store
-            .put_server(name.as_str(), &json, manager.actor)
+            .add_server(name.as_str(), &json, manager.actor)
             .await?;
         let pins = self.inner.store.pins(name.as_str()).await?;
         let key = name.to_string();
