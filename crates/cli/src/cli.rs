@@ -20,6 +20,7 @@ Examples:
   toolgate tools export --format openai --strict
   toolgate tools add tools/get_weather.toml && toolgate tools history get_weather
   toolgate audit --limit 5 && toolgate audit verify
+  toolgate servers list && toolgate servers approve files --all   # upstream MCP servers
 
 Logs go to standard error; set TOOLGATE_LOG=debug (or RUST_LOG) for more.";
 
