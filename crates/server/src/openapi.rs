@@ -573,6 +573,15 @@ fn schemas() -> Value {
     schemas
 }
 
+/// Server names as the gateway's rule has them: 1 to 32 lowercase letters, digits and single
+/// underscores, starting with a letter and not ending with an underscore.
+fn server_name_schema() -> Value {
+    json!({
+        "type": "string", "pattern": "^[a-z](_?[a-z0-9])*$", "minLength": 1, "maxLength": 32,
+        "description": "The server's name (the SERVER of SERVER__TOOL)"
+    })
+}
+
 /// A server's lifecycle states, as the views spell them.
 const SERVER_STATES: [&str; 4] = ["stopped", "starting", "ready", "failed"];
 
@@ -582,15 +591,15 @@ fn add_servers(doc: &mut Value) {
     let name = path_param(
         "name",
         "Server name (the SERVER of SERVER__TOOL)",
-        json!({ "type": "string", "minLength": 1 }),
+        server_name_schema(),
     );
     let paths = json!({
         "/v1/servers": {
             "get": op("Every upstream MCP server: transport, where it is declared, state, tools served and waiting for approval", json!([]), None,
                 ("200", json_body("ServerList", "The servers, by name")), &["401"]),
-            "post": op("Add (store) a server and list its tools (needs toolgate.servers.manage); they wait for approval unless approve is true", json!([]),
+            "post": op("Add (store) a server and list its tools (needs toolgate.servers.manage); they wait for approval unless approve is true. An invalid name or entry is a 422 listing every problem", json!([]),
                 Some(json!({ "required": true, "content": { "application/json": { "schema": schema_ref("AddServer") } } })),
-                ("201", json_body("ServerDetail", "Added: the server as listed (or failed to start, its state says why)")), &["400", "401", "403", "409", "413", "415"]),
+                ("201", json_body("ServerDetail", "Added: the server as listed (or failed to start, its state says why)")), &["400", "401", "403", "409", "413", "415", "422"]),
         },
         "/v1/servers/{name}": {
             "get": op("One server: its state (with the last error and stderr), its entry (literal secrets redacted) and its tools", json!([name.clone()]), None,
@@ -683,7 +692,7 @@ fn add_servers(doc: &mut Value) {
         "AddServer": {
             "type": "object", "required": ["name", "entry"], "additionalProperties": false,
             "properties": {
-                "name": { "type": "string", "description": "The server's name (the SERVER of SERVER__TOOL)" },
+                "name": server_name_schema(),
                 "entry": { "type": "object", "description": "As [servers.NAME] in the config file: command and args (stdio) or url and headers (Streamable HTTP), and the other keys" },
                 "approve": { "type": "boolean", "description": "Approve the tools of this first sight up front" }
             }
@@ -706,6 +715,19 @@ fn add_servers(doc: &mut Value) {
             all.insert(name.clone(), schema.clone());
         }
     }
+    // An added server leads to its reads, restart, approval and removal.
+    let link = |path: &str, method: &str| {
+        json!({
+            "operationRef": format!("#/paths/{}/{method}", path.replace('~', "~0").replace('/', "~1")),
+            "parameters": { "name": "$response.body#/name" }
+        })
+    };
+    doc["paths"]["/v1/servers"]["post"]["responses"]["201"]["links"] = json!({
+        "GetServer": link("/v1/servers/{name}", "get"),
+        "ServerTools": link("/v1/servers/{name}/tools", "get"),
+        "RestartServer": link("/v1/servers/{name}/restart", "post"),
+        "RemoveServer": link("/v1/servers/{name}", "delete"),
+    });
     let health = &mut doc["components"]["schemas"]["Health"];
     health["properties"]["servers"] = json!({
         "type": "array", "description": "Each upstream MCP server's state (details: GET /v1/servers)",

@@ -345,3 +345,39 @@ async fn a_real_server_added_over_rest_waits_for_review_and_a_rug_pull_is_quaran
         .await;
     assert_eq!(r.json, json!({ "servers": [] }));
 }
+
+#[tokio::test]
+async fn an_invalid_entry_is_422_naming_the_fix() {
+    let h = with_principals().await;
+    for body in [
+        json!({ "name": "files", "entry": {} }),
+        json!({ "name": "Files!", "entry": { "command": "/usr/bin/true" } }),
+        json!({ "name": "files", "entry": { "command": "npx" } }),
+    ] {
+        let r = h
+            .api(
+                Method::POST,
+                "/v1/servers",
+                "/v1/servers",
+                Some(ADMIN),
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}: {}",
+            r.text
+        );
+        assert_eq!(r.json["error"]["kind"], "validation");
+        assert!(
+            !r.json["error"]["errors"].as_array().unwrap().is_empty(),
+            "{}",
+            r.text
+        );
+    }
+    let r = h
+        .api(Method::GET, "/v1/servers", "/v1/servers", Some(ADMIN), None)
+        .await;
+    assert_eq!(r.json, json!({ "servers": [] }), "nothing was stored");
+}

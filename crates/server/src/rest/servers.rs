@@ -177,6 +177,36 @@ async fn approve_tools(
     }
 }
 
+/// An entry (or name) the gateway refused as a 422 listing every problem: one issue per line of
+/// the runtime's message, its `PATH: ` prefix (`servers.files.url: …`) as the issue's path.
+fn invalid_entry(name: &str, message: &str) -> ServerError {
+    let errors = message
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let (path, text) = match line.split_once(": ") {
+                Some((path, text)) if !path.is_empty() && !path.contains(' ') => (path, text),
+                _ => ("", line),
+            };
+            toolgate_core::Issue {
+                path: path.to_owned(),
+                code: "server.invalid".to_owned(),
+                message: text.trim().to_owned(),
+            }
+        })
+        .collect::<Vec<_>>();
+    ServerError::Invalid {
+        message: format!(
+            "The server entry {name} is invalid: {} problem(s)",
+            errors.len()
+        ),
+        report: Box::new(toolgate_core::ValidationReport {
+            errors,
+            warnings: Vec::new(),
+        }),
+    }
+}
+
 /// `POST /v1/servers`: `{"name": NAME, "entry": {command, args, … | url, headers, …}, "approve": false}`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -215,6 +245,9 @@ async fn add_server(
         .servers()
         .add(manager, &request.name, request.entry, request.approve)
         .await
-        .map_err(server_error)?;
+        .map_err(|e| match e {
+            OpError::BadRequest(message) => invalid_entry(&request.name, &message),
+            other => server_error(other),
+        })?;
     Ok((StatusCode::CREATED, view(&detail)?))
 }
