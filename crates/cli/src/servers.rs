@@ -78,7 +78,14 @@ pub async fn run(app: &App, cmd: &ServersCommand) -> anyhow::Result<ExitCode> {
         }
         // Started (if it can be) and listed now: a one-shot command has started nothing yet.
         ServersCommand::Tools(ServerArgs { name, json }) => {
-            answer(servers.tools_now(&me, name).await, *json, tools_text)
+            let tools = servers.tools_now(&me, name).await;
+            // A server that could not start lists what is stored; say why on stderr.
+            if let Ok(summary) = servers.summary(&me, name)
+                && let Some(error) = &summary.state.error
+            {
+                eprintln!("warning: server {name} is {}: {error}", summary.state.state);
+            }
+            answer(tools, *json, tools_text)
         }
         ServersCommand::Approve(ApproveServerArgs {
             name,

@@ -166,7 +166,7 @@ pub fn changes(tool: &Value, indent: &str) -> String {
 pub fn tools(server: &str, tools: &[Value]) -> String {
     if tools.is_empty() {
         return format!(
-            "Server {server} has listed no tools yet (it starts on first use; `toolgate servers restart {server}` starts it now).\n"
+            "Server {server} has listed no tools yet: it starts on first use (`toolgate servers restart {server}` starts it now; `toolgate servers show {server}` says why one that failed did).\n"
         );
     }
     let rows = tools
