@@ -876,3 +876,7 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+#[path = "mcp_forwarding_tests.rs"]
+mod forwarding_tests;

@@ -533,7 +533,7 @@ fn schemas() -> Value {
                 "principal": { "type": "string" }, "fetchedAt": { "type": "string" },
                 "content": { "type": "array", "description": "Digests of the content blocks returned beside the data (not their bytes)",
                     "items": { "type": "object", "required": ["type", "bytes", "sha256"], "additionalProperties": false,
-                        "properties": { "type": { "enum": ["text", "image", "audio", "resource"] }, "mimeType": { "type": "string" },
+                        "properties": { "type": { "enum": ["text", "image", "audio", "resource", "resource_link"] }, "mimeType": { "type": "string" },
                             "uri": { "type": "string" }, "bytes": { "type": "integer", "minimum": 0 },
                             "sha256": { "type": "string", "pattern": "^[0-9a-f]{64}$" } } } } }
         },
