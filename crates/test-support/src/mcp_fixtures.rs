@@ -275,6 +275,27 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_others_cannot_enter_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = open.join("f.py");
+        std::fs::write(&file, "").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let why = blocked_for_others(&file).unwrap();
+        assert!(why.contains("mode 700"), "{why}");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        if blocked_for_others(dir.path().parent().unwrap()).is_none() {
+            assert_eq!(blocked_for_others(&file), None);
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+            assert!(blocked_for_others(&file).unwrap().contains("mode 600"));
+        }
+    }
+
+    #[test]
     fn the_python_fixture_is_in_the_repository() {
         assert!(
             py_server_script().is_file(),
