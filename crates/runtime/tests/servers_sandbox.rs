@@ -1,6 +1,7 @@
 //! Real MCP servers run inside toolgate's sandbox at `strict`, through the production runtime
 //! (`Runtime::open`: the sandbox runner's sessions, `toolgate-runtime-fixture` as the launcher):
-//! the Python fixture on the official `mcp` SDK (list, call, content), the official everything
+//! the Python fixture on the official `mcp` SDK (list, call, content, a cancellation it sees and
+//! records in its one `write_paths` folder), the official everything
 //! server, and the official filesystem server configured with `/` as its own allowed root but
 //! given one `read_paths` folder — a file outside that folder cannot be read through toolgate
 //! although the server's own check allows it (the sandbox holds when the upstream's is open).
@@ -94,18 +95,32 @@ async fn the_python_fixture_serves_at_strict() {
     let script = mcp_fixtures::py_server_script();
     readable_by_the_sandbox_user(&[&python, &script]);
     let dir = tempfile::tempdir().unwrap();
+    // The one folder it may write (its cancel marker goes there); writable by the sandbox's
+    // user by its permission bits too.
+    let marks = dir.path().join("marks");
+    open_dir(dir.path());
+    open_dir(&marks);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&marks, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let marker = marks.join("cancelled");
     let text = format!(
         r#"
 [servers.py]
 command = {python:?}
 args = [{script:?}]
 isolation = "strict"
-env = {{ GIVEN = "yes" }}
+env = {{ GIVEN = "yes", PY_SERVER_CANCEL_MARKER = {marker:?} }}
+[servers.py.sandbox]
+write_paths = [{marks:?}]
 [servers.py.defaults]
 requires_confirmation = false
 "#,
         python = python.display().to_string(),
         script = script.display().to_string(),
+        marker = marker.display().to_string(),
+        marks = marks.display().to_string(),
     );
     let runtime = Runtime::open(options(dir.path(), &text)).await.unwrap();
     let tools = listed_and_approved(&runtime, "py").await;
@@ -153,6 +168,42 @@ requires_confirmation = false
         r.error().unwrap().contains("nope at strict"),
         "{:?}",
         r.error()
+    );
+
+    // Cancelled by its caller: the sandboxed upstream sees it (and writes its marker in the
+    // folder it may write).
+    let cancel = toolgate_core::CancellationToken::new();
+    let pending = runtime.call(
+        CallRequest::new("py__slow", json!({"seconds": 30})).principal(Principal::local()),
+        Some(cancel.clone()),
+    );
+    let cancelling = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        cancel.cancel();
+    };
+    let (r, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(pending, cancelling)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        r.error_kind(),
+        Some(ErrorKind::Cancelled),
+        "{:?}",
+        r.error()
+    );
+    let mut seen = false;
+    for _ in 0..50 {
+        if marker.exists() {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        seen,
+        "the sandboxed upstream never saw the cancellation: {:?}",
+        runtime.servers().show(&Principal::local(), "py")
     );
 
     let summary = runtime
