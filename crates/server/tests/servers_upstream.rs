@@ -5,7 +5,7 @@
 //! - a tool needing a person's yes makes a durable approval and runs once approved;
 //! - a principal's allow-list hides and refuses upstream tools; a `[rate_limit]` applies;
 //! - the audit log has each call; the caller's bearer token never reaches the upstream (its
-//!   environment has only the entry's variables);
+//!   environment has only the entry's variables); upstream progress reaches an MCP client;
 //! - an upstream that dies mid-call: the call ends `unavailable`, the next one works;
 //! - `notifications/cancelled` from an MCP client reaches the upstream;
 //! - an upstream's list change reaches MCP clients as `notifications/tools/list_changed`, a
@@ -57,6 +57,7 @@ fn config(python: &Path, marks: &Marks) -> toolgate_runtime::Config {
         "exit",
         "drifting",
         "notify_tools_changed",
+        "count",
     ] {
         tools.insert(tool.into(), json!({ "requires_confirmation": false }));
     }
@@ -428,6 +429,23 @@ async fn no_client_token_reaches_the_upstream_and_the_rate_limit_applies() {
         );
         assert!(!seen.to_lowercase().contains("bearer"), "{seen}");
     }
+    // Upstream progress reaches the MCP client, before the result, on the call's stream.
+    mcp.next += 1;
+    let reply = mcp
+        .post(
+            json!({"jsonrpc": "2.0", "id": mcp.next, "method": "tools/call",
+            "params": {"name": "py__count", "arguments": {"steps": 3},
+                "_meta": {"progressToken": "count-1"}}}),
+        )
+        .await;
+    let progress = reply.text.matches("notifications/progress").count();
+    assert_eq!(progress, 3, "{}", reply.text);
+    assert!(reply.text.contains("count-1"), "{}", reply.text);
+    assert!(
+        message(&reply).to_string().contains("counted 3"),
+        "{}",
+        reply.text
+    );
     // Nor do the arguments carry it: the echo is exactly its text.
     let result = mcp.call("py__echo", json!({"text": "plain"})).await;
     assert_eq!(
