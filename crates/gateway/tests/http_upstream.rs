@@ -666,5 +666,15 @@ async fn refusal_messages_people_read() {
         "an endpoint that redirects",
         redirected.replace(&served.addr.port().to_string(), "[PORT]"),
     );
+    let up = url_upstream_at(format!("http://{}/nothing", served.addr), private_ok());
+    let not_mcp = up.tools().await.unwrap_err().to_string();
+    note(
+        "a url that is not an MCP endpoint",
+        not_mcp.replace(&served.addr.port().to_string(), "[PORT]"),
+    );
+    // Nothing listens on the discard port.
+    let up = url_upstream_at("http://127.0.0.1:9/mcp".into(), private_ok());
+    let nobody = up.tools().await.unwrap_err().to_string();
+    note("nothing listening", nobody);
     insta::assert_snapshot!(transcript);
 }

@@ -494,9 +494,15 @@ impl StreamableHttpClient for PolicyHttpClient {
             if let Some(e) = status_err {
                 return Err(e.into());
             }
+            let hint = match status {
+                404 | 405 => {
+                    "; check that the entry's url is the server's MCP endpoint (often …/mcp)"
+                }
+                _ => "",
+            };
             return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
                 format!(
-                    "Server {} answered HTTP {status} at {shown}: {}",
+                    "Server {} answered HTTP {status} at {shown}: {}{hint}",
                     self.inner.server,
                     preview(&body)
                 ),
