@@ -33,10 +33,13 @@
 #   TOOLGATE_HTTP_CONFIG / TOOLGATE_STDIO_CONFIG
 #                         config files to use instead of the built-in ones;
 #                         @UPSTREAM_URL@ and @UPSTREAM_BIN@ are replaced
-#   TOOLGATE_PREPARE      a command run (bash, $CONFIG and $DB set) after the
-#                         config is written and before `serve`, e.g. approving
-#                         the upstream's tools: '"$TOOLGATE_BIN" --config "$CONFIG"
-#                         --db "$DB" servers approve bare --all'
+#   TOOLGATE_PREPARE      a command run (bash; $TOOLGATE_BIN, $CONFIG and $DB set)
+#                         after the config is written and before `serve`. The
+#                         default lists the upstream's tools once and approves
+#                         them (a server's first sight waits for review; set it
+#                         empty to skip):
+#                         "$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers tools bare
+#                         "$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers approve bare --all
 #   MCP_PROXY_VERSION     mcp-proxy from PyPI, installed in a venv under the
 #                         target directory (default 0.13.0)
 #   MCP_LOAD_SERVER_CPUS / MCP_LOAD_CLIENT_CPUS / MCP_LOAD_PIN / MCP_LOAD_OUT /
@@ -272,13 +275,19 @@ write_config() {
   echo "$TMP/$row.toml"
 }
 
+# shellcheck disable=SC2016 # expanded by the bash that runs it
+DEFAULT_PREPARE='set -e
+"$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers tools bare
+"$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers approve bare --all'
+
 # toolgate_row ROW LABEL CONFIG TOOL ARGS
 toolgate_row() {
   local row="$1" label="$2" config="$3" tool="$4" args="$5" port
   port="$(free_port)"
   local db="sqlite://$TMP/$row.db"
-  if [[ -n "${TOOLGATE_PREPARE:-}" && -n "$config" ]]; then
-    CONFIG="$config" DB="$db" TOOLGATE_BIN="$TOOLGATE_BIN" bash -c "$TOOLGATE_PREPARE" \
+  local prepare="${TOOLGATE_PREPARE-$DEFAULT_PREPARE}"
+  if [[ -n "$prepare" && -n "$config" ]]; then
+    CONFIG="$config" DB="$db" TOOLGATE_BIN="$TOOLGATE_BIN" bash -c "$prepare" \
       >"$TMP/$row.prepare.log" 2>&1 \
       || NOTES+=("$label: TOOLGATE_PREPARE failed: $(tail -n 2 "$TMP/$row.prepare.log" | tr '\n' ' ')")
   fi
