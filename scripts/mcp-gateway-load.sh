@@ -35,10 +35,10 @@
 #                         @UPSTREAM_URL@ and @UPSTREAM_BIN@ are replaced
 #   TOOLGATE_PREPARE      a command run (bash; $TOOLGATE_BIN, $CONFIG and $DB set)
 #                         after the config is written and before `serve`. The
-#                         default lists the upstream's tools once and approves
+#                         default starts the upstream once (listing its tools) and approves
 #                         them (a server's first sight waits for review; set it
 #                         empty to skip):
-#                         "$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers tools bare
+#                         "$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers restart bare
 #                         "$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers approve bare --all
 #   MCP_PROXY_VERSION     mcp-proxy from PyPI, installed in a venv under the
 #                         target directory (default 0.13.0)
@@ -252,17 +252,17 @@ private_hosts = ["127.0.0.1"]
 
 [servers.bare]
 url = "@UPSTREAM_URL@"
-auto_approve_new_tools = true
+eager = true
 [servers.bare.defaults]
-effect = "read_only"
+effect = "read"
 requires_confirmation = false
 '
 STDIO_TEMPLATE='[servers.bare]
 command = "@UPSTREAM_BIN@"
 args = ["bare-server", "--stdio"]
-auto_approve_new_tools = true
+eager = true
 [servers.bare.defaults]
-effect = "read_only"
+effect = "read"
 requires_confirmation = false
 '
 # write_config ROW TEMPLATE_FILE_OR_EMPTY BUILTIN: the config file of a toolgate row.
@@ -277,7 +277,7 @@ write_config() {
 
 # shellcheck disable=SC2016 # expanded by the bash that runs it
 DEFAULT_PREPARE='set -e
-"$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers tools bare
+"$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers restart bare
 "$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers approve bare --all'
 
 # toolgate_row ROW LABEL CONFIG TOOL ARGS
