@@ -636,10 +636,11 @@ fn add_servers(doc: &mut Value) {
         "eager": { "type": "boolean" },
     });
     let mut summary_props = state_props.clone();
-    summary_props["tools"] = json!({ "type": "integer", "minimum": 0, "description": "How many of its tools are served" });
+    summary_props["toolsServed"] = json!({ "type": "integer", "minimum": 0, "description": "How many of its tools are served" });
     summary_props["pendingChanges"] = json!({ "type": "integer", "minimum": 0, "description": "How many of its tools wait for approval" });
     let mut detail_props = state_props;
     detail_props["pendingChanges"] = summary_props["pendingChanges"].clone();
+    detail_props["toolsServed"] = summary_props["toolsServed"].clone();
     detail_props["entry"] = json!({ "type": "object", "description": "The entry as declared, literal environment and header values replaced by [REDACTED]" });
     detail_props["tools"] = json!({ "type": "array", "items": schema_ref("ServerTool") });
     let summary_required = json!([
@@ -648,7 +649,7 @@ fn add_servers(doc: &mut Value) {
         "source",
         "state",
         "eager",
-        "tools",
+        "toolsServed",
         "pendingChanges"
     ]);
     let schemas = json!({
@@ -658,7 +659,7 @@ fn add_servers(doc: &mut Value) {
             "properties": { "servers": { "type": "array", "items": schema_ref("ServerSummary") } }
         },
         "ServerDetail": {
-            "type": "object", "required": ["name", "transport", "source", "state", "eager", "pendingChanges", "entry", "tools"],
+            "type": "object", "required": ["name", "transport", "source", "state", "eager", "toolsServed", "pendingChanges", "entry", "tools"],
             "properties": detail_props
         },
         "ServerTool": {

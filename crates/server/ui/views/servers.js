@@ -85,7 +85,7 @@ function table(servers) {
       h('td', null, stateBadge(s.state), s.error ? h('span', { class: 'muted clamp', title: s.error }, ' ', s.error) : null),
       h('td', null, s.transport),
       h('td', null, s.source === 'config' ? 'config file' : 'store'),
-      h('td', null, String(s.tools)),
+      h('td', null, String(s.toolsServed)),
       h('td', null, s.pendingChanges ? badge(String(s.pendingChanges), 'warn') : '0')))));
 }
 
