@@ -2,7 +2,8 @@
 //! startup warnings, and gives the commands what they use. The assembly itself (config, store,
 //! registry, pipeline) is the runtime's.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use toolgate_core::{Issue, Pipeline, Registry, ToolSpec};
 use toolgate_runtime::{Config, ConfigSource, Runtime, RuntimeOptions};
@@ -11,6 +12,21 @@ use toolgate_store::{DbUrl, Store, Tier};
 use crate::cli::GlobalArgs;
 
 pub use toolgate_runtime::{Failure, Loaded, register_in_order};
+
+/// The runtime this command opened, closed by [`close_opened`] when the command ends.
+static OPENED: Mutex<Option<Arc<Runtime>>> = Mutex::new(None);
+
+/// Ends the runtime the command opened, if any, and only once: calls still running are
+/// cancelled, upstream MCP servers stop (their processes reaped, no start cut short reported as a
+/// failure), and the store writes its pending audit entries and checkpoint before it closes —
+/// rather than the async runtime dropping those tasks mid-write when `main` returns.
+pub async fn close_opened() {
+    let runtime = OPENED.lock().ok().and_then(|mut opened| opened.take());
+    if let Some(runtime) = runtime {
+        runtime.drain(Duration::ZERO).await;
+        runtime.store().close().await;
+    }
+}
 
 /// Everything a command needs.
 pub struct App {
@@ -56,6 +72,9 @@ impl App {
     /// Opens the runtime with `options` and prints its startup warnings on stderr.
     pub async fn open(options: RuntimeOptions) -> anyhow::Result<Self> {
         let runtime = Runtime::open(options).await?;
+        if let Ok(mut opened) = OPENED.lock() {
+            *opened = Some(Arc::clone(&runtime));
+        }
         for warning in runtime.warnings() {
             eprintln!("warning: {warning}");
         }

@@ -71,7 +71,11 @@ fn main() -> ExitCode {
             return exit::code(exit::USAGE);
         }
     };
-    let outcome = runtime.block_on(run(cli));
+    let outcome = runtime.block_on(async {
+        let outcome = run(cli).await;
+        app::close_opened().await;
+        outcome
+    });
     // A confirmation prompt cancelled by Ctrl-C leaves a thread blocked reading the terminal;
     // do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));

@@ -53,7 +53,7 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
         );
         warn_disabled_root(&runtime);
         gateway.serve_stdio(shutdown).await?;
-        runtime.store().close().await;
+        crate::app::close_opened().await;
         return Ok(ExitCode::SUCCESS);
     }
     let addr: SocketAddr = args.http.parse().with_context(|| {
@@ -80,7 +80,7 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
     );
     warn_disabled_root(&runtime);
     gateway.serve_http(listener, shutdown).await?;
-    runtime.store().close().await;
+    crate::app::close_opened().await;
     eprintln!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -205,20 +205,29 @@ impl Servers {
     /// Registers or withholds the tools the store remembers of the server named in `key`, and
     /// starts the server when there are none (first sight) or it is `eager`.
     pub(super) fn apply_remembered(&self, key: String, remembered: Vec<Listed>) {
-        let start = {
+        let (start, stop) = {
             let mut servers = self.lock();
             let Some(server) = servers.get_mut(&key) else {
                 return;
             };
             server.first_sight = remembered.is_empty();
-            server.first_sight || server.entry.eager
+            (
+                server.first_sight || server.entry.eager,
+                server.stop.clone(),
+            )
         };
         self.register_remembered(&key, remembered);
         if start && let Ok(handle) = tokio::runtime::Handle::try_current() {
             let servers = self.clone();
             handle.spawn(async move {
                 if let Err(e) = servers.refresh(&key).await {
-                    tracing::warn!(server = %key, error = %e, "an upstream server did not start");
+                    // A start cut short because toolgate is stopping (a one-shot command ends,
+                    // `serve` shuts down) or the server was removed is no problem to report.
+                    if stop.is_cancelled() {
+                        tracing::debug!(server = %key, error = %e, "an upstream server's start ended with toolgate");
+                    } else {
+                        tracing::warn!(server = %key, error = %e, "an upstream server did not start");
+                    }
                 }
             });
         }
@@ -238,22 +247,31 @@ async fn watch(inner: Weak<Inner>, key: String, upstream: Upstream, stop: Cancel
         let Some(inner) = inner.upgrade() else { break };
         let servers = Servers { inner };
         use tokio::sync::broadcast::error::RecvError;
-        match event {
+        let relist = match event {
             Ok(UpstreamEvent::ToolsChanged) | Err(RecvError::Lagged(_)) => {
                 servers.set_verified(&key, false);
-                if let Err(e) = servers.refresh(&key).await {
-                    tracing::warn!(server = %key, error = %e, "an upstream's tools could not be listed");
-                }
+                true
             }
-            Ok(UpstreamEvent::State(ServerState::Ready)) => {
-                if !servers.is_verified(&key)
-                    && let Err(e) = servers.refresh(&key).await
-                {
-                    tracing::warn!(server = %key, error = %e, "an upstream's tools could not be listed");
-                }
+            Ok(UpstreamEvent::State(ServerState::Ready)) => !servers.is_verified(&key),
+            Ok(_) => {
+                servers.set_verified(&key, false);
+                false
             }
-            Ok(_) => servers.set_verified(&key, false),
             Err(RecvError::Closed) => break,
+        };
+        if relist {
+            // A listing cut short by toolgate stopping (its store closing) is no failure.
+            let outcome = tokio::select! {
+                () = stop.cancelled() => break,
+                outcome = servers.refresh(&key) => outcome,
+            };
+            if let Err(e) = outcome {
+                if stop.is_cancelled() {
+                    tracing::debug!(server = %key, error = %e, "an upstream's listing ended with toolgate");
+                } else {
+                    tracing::warn!(server = %key, error = %e, "an upstream's tools could not be listed");
+                }
+            }
         }
     }
     upstream.stop().await;
