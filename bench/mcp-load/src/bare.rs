@@ -3,6 +3,8 @@
 //! This is the baseline for the benchmark: the least code rmcp needs to serve
 //! one tool over Streamable HTTP, with the same transport configuration as
 //! toolgate (stateful sessions through `LocalSessionManager`, SSE responses).
+//! With `--stdio` it serves one session on stdin/stdout instead: the upstream
+//! that gateways (toolgate, mcp-proxy) start as a child process.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -25,8 +27,11 @@ use serde_json::{Value, json};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// TCP port to listen on (bound to 127.0.0.1).
-    #[arg(long)]
-    port: u16,
+    #[arg(long, required_unless_present = "stdio")]
+    port: Option<u16>,
+    /// Serve one MCP session on stdin/stdout instead (a stdio upstream for a gateway).
+    #[arg(long, conflicts_with = "port")]
+    stdio: bool,
     /// Tokio worker threads (default: one per available CPU).
     #[arg(long)]
     threads: Option<usize>,
@@ -124,7 +129,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     builder
         .build()
         .context("building the tokio runtime")?
-        .block_on(serve(args.port, !args.no_nodelay))
+        .block_on(async {
+            match args.port {
+                Some(port) if !args.stdio => serve(port, !args.no_nodelay).await,
+                _ => serve_stdio().await,
+            }
+        })
+}
+
+/// One session on stdin/stdout, until the client closes stdin.
+async fn serve_stdio() -> anyhow::Result<()> {
+    use rmcp::ServiceExt as _;
+    eprintln!("bare rmcp server on stdio");
+    let running = EchoServer::new()?
+        .serve(rmcp::transport::io::stdio())
+        .await
+        .context("starting the stdio session")?;
+    running.waiting().await.context("serving on stdio")?;
+    Ok(())
 }
 
 async fn serve(port: u16, nodelay: bool) -> anyhow::Result<()> {

@@ -105,6 +105,158 @@ pub enum Command {
 
     /// The audit log: every call, newest first (`audit show`, `audit output`, `audit verify`).
     Audit(AuditArgs),
+
+    /// Upstream MCP servers whose tools toolgate serves (list, show, tools, approve, restart,
+    /// rm, add, import).
+    ///
+    /// Each upstream tool is served as SERVER__TOOL through the whole pipeline. The first time a
+    /// server's tools are seen, and whenever a tool's definition changes later, the tool is
+    /// withheld until a person approves it (`servers approve`): a changed description or schema
+    /// never reaches a model unreviewed. Servers come from [servers.NAME] in the config file or
+    /// from the store (`servers add`, `servers import --store`).
+    #[command(subcommand, after_help = SERVERS_EXAMPLES)]
+    Servers(ServersCommand),
+}
+
+const SERVERS_EXAMPLES: &str = "\
+Examples:
+  toolgate servers list                                  # state, tools served, tools waiting
+  toolgate servers add files --command /usr/bin/node -- /opt/mcp/filesystem/dist/index.js /srv/data
+  toolgate servers add tickets --url https://mcp.example.com/mcp --approve
+  toolgate servers tools files                           # status of each; diffs of changed ones
+  toolgate servers approve files read_text_file          # serve one reviewed tool
+  toolgate servers approve files --all                   # serve every waiting tool
+  toolgate servers import ~/.config/Claude/claude_desktop_config.json          # print as TOML
+  toolgate servers import claude_desktop_config.json --write toolgate.toml    # append to a config
+  toolgate servers restart files && toolgate servers rm tickets";
+
+#[derive(Debug, Subcommand)]
+pub enum ServersCommand {
+    /// Every server: transport, where it is declared, state, tools served and waiting.
+    List(JsonArgs),
+    /// One server: its state (with the last error and stderr), its entry (secrets redacted)
+    /// and its tools.
+    Show(ServerArgs),
+    /// A server's tools: upstream name, toolgate name, status (approved, pending,
+    /// quarantined, refused) and, for a changed tool, the old and new definition.
+    Tools(ServerArgs),
+    /// Approve a server's tool (by upstream or toolgate name), or every waiting one with --all:
+    /// its current definition is pinned and it is served from now on.
+    Approve(ApproveServerArgs),
+    /// Stop a server and start it again (its tools are listed anew and checked against their
+    /// pins).
+    Restart(ServerArgs),
+    /// Remove a server added with `servers add` or `servers import --store`: its tools stop
+    /// being served, its process stops, its pins are forgotten. Servers of the config file are
+    /// removed there.
+    Rm(ServerArgs),
+    /// Add a server to the store: a program started in the sandbox (--command PROG -- ARGS…)
+    /// or a Streamable HTTP endpoint (--url). Its tools wait for approval unless --approve.
+    Add(AddServerArgs),
+    /// Read the mcpServers JSON of Claude Desktop, Cursor or VS Code and print the equivalent
+    /// [servers.NAME] entries as TOML, append them to a config file (--write) or add them to
+    /// the store (--store).
+    Import(ImportServersArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// The server's name (the SERVER of SERVER__TOOL).
+    pub name: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveServerArgs {
+    /// The server's name.
+    pub name: String,
+    /// The tool to approve: its upstream name or its toolgate name.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub tool: Option<String>,
+    /// Approve every tool of the server that waits for approval (after reviewing them with
+    /// `servers tools NAME`).
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The sandbox level a stdio server runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IsolationArg {
+    /// No sandbox (trusted programs only).
+    None,
+    /// The default: private filesystem view, no network unless allowed.
+    Standard,
+    /// Standard plus only the declared read/write paths and hosts.
+    Strict,
+    /// No filesystem beyond the program, no network, low memory.
+    Restricted,
+}
+
+impl From<IsolationArg> for toolgate_core::Isolation {
+    fn from(arg: IsolationArg) -> Self {
+        match arg {
+            IsolationArg::None => Self::None,
+            IsolationArg::Standard => Self::Standard,
+            IsolationArg::Strict => Self::Strict,
+            IsolationArg::Restricted => Self::Restricted,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AddServerArgs {
+    /// The server's name: lowercase letters, digits and _ (the SERVER of SERVER__TOOL).
+    pub name: String,
+    /// The program to start (an absolute path; no shell). Its arguments follow `--`.
+    #[arg(
+        long,
+        value_name = "PROG",
+        required_unless_present = "url",
+        conflicts_with = "url"
+    )]
+    pub command: Option<PathBuf>,
+    /// The arguments of --command, after `--`.
+    #[arg(last = true, value_name = "ARGS", requires = "command")]
+    pub args: Vec<String>,
+    /// A Streamable HTTP endpoint (reached through the network policy).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Approve the server's tools as first seen (only for a server you trust as it is now).
+    #[arg(long)]
+    pub approve: bool,
+    /// The sandbox level of a --command server [default: standard].
+    #[arg(long, value_enum, requires = "command")]
+    pub isolation: Option<IsolationArg>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportServersArgs {
+    /// The JSON file with an `mcpServers` object (Claude Desktop, Cursor, VS Code).
+    pub file: PathBuf,
+    /// Append the entries to this config file (TOML) instead of printing them.
+    #[arg(long, value_name = "CONFIG", conflicts_with = "store")]
+    pub write: Option<PathBuf>,
+    /// Add the servers to the store (their tools then wait for approval).
+    #[arg(long)]
+    pub store: bool,
+    /// Print JSON (with --store: what was added and skipped).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -14,6 +14,8 @@ mod exit;
 mod output_types;
 mod prompt;
 mod serve;
+mod servers;
+mod servers_render;
 mod tools;
 
 use std::process::ExitCode;
@@ -110,6 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => audit::run(&App::new(g).await?, args).await,
         Command::Approvals(cmd) => approvals::run(&App::new(g).await?, cmd).await,
         Command::OutputTypes(cmd) => output_types::run(&App::new(g).await?, cmd).await,
+        Command::Servers(cmd) => servers::run(&App::new(g).await?, cmd).await,
     }
 }
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
+use toolgate_gateway::{ServerEntry, ServerName};
 use toolgate_net::NetPolicy;
 use toolgate_store::{AuditAnchor, AuditKey, DbUrl, Tier, suffixed};
 
@@ -60,6 +61,10 @@ pub struct Config {
     /// `[audit]`: the key that signs the audit log's checkpoints and where they are kept.
     #[serde(default)]
     pub audit: AuditConfig,
+    /// `[servers.NAME]`: upstream MCP servers whose tools become toolgate tools (checked when the
+    /// file is loaded; see [`Config::server_entries`]).
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerEntry>,
 }
 
 /// `[audit]` settings: the checkpoint key, kept out of the database (see the README's "What the
@@ -237,6 +242,34 @@ impl Config {
         })
     }
 
+    /// The `[servers]` entries, each name and entry validated; every problem of every entry at
+    /// once, one line each as `servers.NAME.field: message`.
+    pub fn server_entries(&self) -> Result<Vec<(ServerName, ServerEntry)>, RuntimeError> {
+        let mut problems = Vec::new();
+        let mut entries = Vec::with_capacity(self.servers.len());
+        for (raw, entry) in &self.servers {
+            match ServerName::parse(raw) {
+                Ok(name) => match entry.validate(&name) {
+                    Ok(()) => entries.push((name, entry.clone())),
+                    Err(issues) => problems.extend(
+                        issues
+                            .into_iter()
+                            .map(|i| format!("{}: {}", i.path, i.message)),
+                    ),
+                },
+                Err(e) => problems.push(format!("servers.{raw:?}: {e}")),
+            }
+        }
+        if problems.is_empty() {
+            Ok(entries)
+        } else {
+            Err(RuntimeError::Config(format!(
+                "Invalid [servers] entries:\n  {}",
+                problems.join("\n  ")
+            )))
+        }
+    }
+
     /// The configured rate limit (checked when the file was loaded).
     pub fn rate_limit(&self) -> Option<RateLimit> {
         let c = self.rate_limit.as_ref()?;
@@ -299,6 +332,7 @@ impl Config {
             return Err(RuntimeError::Config(format!("[rate_limit] {e}")).in_file(path));
         }
         config.principal_entries().map_err(|e| e.in_file(path))?;
+        config.server_entries().map_err(|e| e.in_file(path))?;
         Ok(config)
     }
 
@@ -464,5 +498,61 @@ mod tests {
             approvals("[approvals]\nwebhook_url = \"h.example/x\"\nwebhook_secret_env = \"S\"\n");
         assert!(bad.webhook_with_vars(|_| Some("x".into())).is_err());
         assert!(toml::from_str::<Config>("[approvals]\nwebhook_secret = \"inline\"\n").is_err());
+    }
+
+    #[test]
+    fn servers_are_read_and_every_problem_is_named_by_its_key() {
+        let c: Config = toml::from_str(
+            r#"
+[servers.files]
+command = "/usr/bin/npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+isolation = "strict"
+[servers.files.sandbox]
+read_paths = ["/srv/data"]
+
+[servers.tickets]
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer ${env:TICKETS_TOKEN}" }
+"#,
+        )
+        .unwrap();
+        let entries = c.server_entries().unwrap();
+        let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["files", "tickets"]);
+        assert!(entries[0].1.is_stdio());
+        assert!(Config::default().server_entries().unwrap().is_empty());
+
+        let bad: Config = toml::from_str(
+            "[servers.My-Files]\ncommand = \"/usr/bin/npx\"\n[servers.remote]\ncommand = \"npx\"\nurl = \"https://x.example/mcp\"\n",
+        )
+        .unwrap();
+        let err = bad.server_entries().unwrap_err().to_string();
+        assert!(err.contains("servers.\"My-Files\": Server name"), "{err}");
+        assert!(
+            err.contains("servers.remote: Server remote sets both"),
+            "{err}"
+        );
+        assert!(
+            err.contains("servers.remote.command: Command \"npx\""),
+            "{err}"
+        );
+        let misspelt = toml::from_str::<Config>("[servers.x]\ncomand = \"/usr/bin/npx\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(misspelt.contains("comand"), "{misspelt}");
+    }
+
+    #[test]
+    fn loading_a_file_checks_its_servers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.toml");
+        std::fs::write(&path, "[servers.files]\ncommand = \"/bin/sh\"\n").unwrap();
+        let err = Config::load(&path).unwrap_err();
+        let chain = toolgate_core::error_chain(&err);
+        assert!(
+            chain.contains("servers.files.command") && chain.contains("shell"),
+            "{chain}"
+        );
     }
 }

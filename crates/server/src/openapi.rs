@@ -16,7 +16,7 @@ fn wire_names<T: Copy>(all: &[T], f: impl Fn(T) -> &'static str) -> Value {
 }
 
 /// Every (method, path) in the document, in the router's spelling.
-pub const ROUTES: [(&str, &str); 20] = [
+pub const ROUTES: [(&str, &str); 26] = [
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/metrics"),
@@ -37,6 +37,12 @@ pub const ROUTES: [(&str, &str); 20] = [
     ("get", "/v1/calls/{callId}/output"),
     ("get", "/v1/export/{format}"),
     ("get", "/v1/events"),
+    ("get", "/v1/servers"),
+    ("get", "/v1/servers/{name}"),
+    ("delete", "/v1/servers/{name}"),
+    ("get", "/v1/servers/{name}/tools"),
+    ("post", "/v1/servers/{name}/restart"),
+    ("post", "/v1/servers/{name}/approve"),
 ];
 
 /// Tool names as core's rule has them (`^[a-z][a-z0-9_]*$`, 1 to 64 characters).
@@ -156,6 +162,7 @@ pub fn openapi_document() -> Value {
 /// not (local mode: no security scheme, no 401 answers).
 pub fn openapi_document_for(tokens: bool) -> Value {
     let mut doc = document();
+    add_servers(&mut doc);
     add_links(&mut doc);
     if !tokens {
         local_mode(&mut doc);
@@ -563,4 +570,140 @@ fn schemas() -> Value {
     schemas["AuditRecord"]["properties"]["cancelledBy"] = json!({ "type": "string",
         "description": "Who cancelled the call: client, client_disconnected, user:cli, shutdown, or timeout" });
     schemas
+}
+
+/// A server's lifecycle states, as the views spell them.
+const SERVER_STATES: [&str; 4] = ["stopped", "starting", "ready", "failed"];
+
+/// The `/v1/servers` routes and their schemas (the upstream MCP servers; added beside the main
+/// document, whose macro is at serde_json's recursion limit).
+fn add_servers(doc: &mut Value) {
+    let name = path_param(
+        "name",
+        "Server name (the SERVER of SERVER__TOOL)",
+        json!({ "type": "string", "minLength": 1 }),
+    );
+    let paths = json!({
+        "/v1/servers": {
+            "get": op("Every upstream MCP server: transport, where it is declared, state, tools served and waiting for approval", json!([]), None,
+                ("200", json_body("ServerList", "The servers, by name")), &["401"]),
+        },
+        "/v1/servers/{name}": {
+            "get": op("One server: its state (with the last error and stderr), its entry (literal secrets redacted) and its tools", json!([name.clone()]), None,
+                ("200", json_body("ServerDetail", "The server")), &["401", "404"]),
+            "delete": op("Remove a server added through the API or the CLI (needs toolgate.servers.manage): its tools stop being served, its process stops, its pins are forgotten; config-file servers are removed there (409)", json!([name.clone()]), None,
+                ("200", json_body("RemovedServer", "Removed, with the tool names no longer served")), &["401", "403", "404", "409"]),
+        },
+        "/v1/servers/{name}/tools": {
+            "get": op("A server's tools with their status (approved, pending, quarantined, refused); a quarantined tool lists what changed since it was approved (old and new values)", json!([name.clone()]), None,
+                ("200", json_body("ServerTools", "The tools, by upstream name")), &["401", "404"]),
+        },
+        "/v1/servers/{name}/restart": {
+            "post": op("Restart a server (needs toolgate.servers.manage): its tools are listed anew and checked against their pins", json!([name.clone()]), None,
+                ("200", json_body("ServerSummary", "The server after the restart")), &["401", "403", "404"]),
+        },
+        "/v1/servers/{name}/approve": {
+            "post": op("Approve tools of a server (needs toolgate.servers.manage): their current definitions are pinned and they are served from now on. The body names the tools or says all; an empty body approves nothing (400)", json!([name]),
+                Some(json!({ "required": true, "content": { "application/json": { "schema": schema_ref("ApproveServerTools") } } })),
+                ("200", json_body("ApprovedTools", "What was approved, by whom")), &["400", "401", "403", "404", "409", "413", "415"]),
+        },
+    });
+    if let (Some(all), Some(new)) = (doc["paths"].as_object_mut(), paths.as_object()) {
+        for (path, item) in new {
+            all.insert(path.clone(), item.clone());
+        }
+    }
+    let state_props = json!({
+        "name": { "type": "string" },
+        "transport": { "enum": ["stdio", "http"] },
+        "source": { "enum": ["config", "store"] },
+        "state": { "enum": SERVER_STATES },
+        "error": { "type": "string" },
+        "stderrTail": { "type": "string" },
+        "eager": { "type": "boolean" },
+    });
+    let mut summary_props = state_props.clone();
+    summary_props["tools"] = json!({ "type": "integer", "minimum": 0, "description": "How many of its tools are served" });
+    summary_props["pendingChanges"] = json!({ "type": "integer", "minimum": 0, "description": "How many of its tools wait for approval" });
+    let mut detail_props = state_props;
+    detail_props["pendingChanges"] = summary_props["pendingChanges"].clone();
+    detail_props["entry"] = json!({ "type": "object", "description": "The entry as declared, literal environment and header values replaced by [REDACTED]" });
+    detail_props["tools"] = json!({ "type": "array", "items": schema_ref("ServerTool") });
+    let summary_required = json!([
+        "name",
+        "transport",
+        "source",
+        "state",
+        "eager",
+        "tools",
+        "pendingChanges"
+    ]);
+    let schemas = json!({
+        "ServerSummary": { "type": "object", "required": summary_required, "properties": summary_props },
+        "ServerList": {
+            "type": "object", "required": ["servers"],
+            "properties": { "servers": { "type": "array", "items": schema_ref("ServerSummary") } }
+        },
+        "ServerDetail": {
+            "type": "object", "required": ["name", "transport", "source", "state", "eager", "pendingChanges", "entry", "tools"],
+            "properties": detail_props
+        },
+        "ServerTool": {
+            "type": "object", "required": ["upstreamName", "status", "hash"],
+            "properties": {
+                "upstreamName": { "type": "string" },
+                "name": { "type": "string", "description": "The toolgate name it is (or would be) served under" },
+                "status": { "enum": ["approved", "pending", "quarantined", "refused"] },
+                "description": { "type": "string" },
+                "hash": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
+                "approvedHash": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
+                "changes": { "type": "array", "items": {
+                    "type": "object", "required": ["field", "old", "new"],
+                    "properties": { "field": { "type": "string" }, "old": {}, "new": {} } } },
+                "reason": { "type": "string" }
+            }
+        },
+        "ServerTools": {
+            "type": "object", "required": ["server", "tools"],
+            "properties": { "server": { "type": "string" }, "tools": { "type": "array", "items": schema_ref("ServerTool") } }
+        },
+        "ApproveServerTools": {
+            "type": "object", "additionalProperties": false,
+            "description": "Either the tools to approve (upstream or toolgate names) or all: true",
+            "properties": {
+                "tools": { "type": "array", "minItems": 1, "items": { "type": "string" } },
+                "all": { "const": true }
+            },
+            "oneOf": [ { "required": ["tools"], "not": { "required": ["all"] } }, { "required": ["all"], "not": { "required": ["tools"] } } ]
+        },
+        "ApprovedTools": {
+            "type": "object", "required": ["server", "by", "approved"],
+            "properties": { "server": { "type": "string" }, "by": { "type": "string" },
+                "approved": { "type": "array", "items": schema_ref("ServerTool") } }
+        },
+        "RemovedServer": {
+            "type": "object", "required": ["name", "toolsRemoved"],
+            "properties": { "name": { "type": "string" }, "toolsRemoved": { "type": "array", "items": { "type": "string" } } }
+        },
+    });
+    if let (Some(all), Some(new)) = (
+        doc["components"]["schemas"].as_object_mut(),
+        schemas.as_object(),
+    ) {
+        for (name, schema) in new {
+            all.insert(name.clone(), schema.clone());
+        }
+    }
+    let health = &mut doc["components"]["schemas"]["Health"];
+    health["properties"]["servers"] = json!({
+        "type": "array", "description": "Each upstream MCP server's state (details: GET /v1/servers)",
+        "items": {
+            "type": "object", "required": ["name", "state", "tools", "pendingChanges"], "additionalProperties": false,
+            "properties": { "name": { "type": "string" }, "state": { "enum": SERVER_STATES },
+                "tools": { "type": "integer", "minimum": 0 }, "pendingChanges": { "type": "integer", "minimum": 0 } }
+        }
+    });
+    if let Some(required) = health["required"].as_array_mut() {
+        required.push(json!("servers"));
+    }
 }

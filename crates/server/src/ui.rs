@@ -54,6 +54,7 @@ static ASSETS: &[Asset] = assets! {
     "views/approvals.js" => JS,
     "views/calls.js" => JS,
     "views/playground.js" => JS,
+    "views/servers.js" => JS,
     "views/tool-detail.js" => JS,
     "views/tool-form.js" => JS,
     "views/tools.js" => JS,

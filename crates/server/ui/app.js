@@ -9,6 +9,7 @@ import * as toolForm from './views/tool-form.js';
 import * as approvals from './views/approvals.js';
 import * as calls from './views/calls.js';
 import * as playground from './views/playground.js';
+import * as servers from './views/servers.js';
 
 const main = document.getElementById('main');
 let current = null; // { dispose?, onEvent? } of the page on screen
@@ -27,6 +28,8 @@ const ROUTES = [
   [/^#\/calls\/([0-9a-fA-F-]{36})$/, 'calls', calls, (m) => ({ id: m[1] })],
   [/^#\/playground\/?$/, 'playground', playground, () => ({})],
   [/^#\/playground\/([a-z][a-z0-9_]*)$/, 'playground', playground, (m) => ({ name: m[1] })],
+  [/^#\/servers\/?$/, 'servers', servers, () => ({})],
+  [/^#\/servers\/([^/]+)$/, 'servers', servers, (m) => ({ name: m[1] })],
 ];
 
 function resolve(hash) {

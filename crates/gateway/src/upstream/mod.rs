@@ -11,6 +11,8 @@ mod lifecycle;
 
 pub use lifecycle::{Connector, HttpConnector, HttpTarget, Upstream, UpstreamEvent};
 
+pub mod http;
+
 use std::path::PathBuf;
 use std::pin::Pin;
 

@@ -24,8 +24,29 @@ pub(super) fn authenticated_routes() -> Router<Arc<Gateway>> {
     Router::new().route("/metrics", get(metrics))
 }
 
+/// Each upstream server's name and state (no error text: this route is open), with its tool
+/// counts as the local principal sees them.
+fn server_states(gw: &Gateway) -> Vec<Value> {
+    let principal = toolgate_core::Principal::local();
+    gw.runtime()
+        .servers()
+        .list(&principal)
+        .servers
+        .into_iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "state": s.state.state,
+                "tools": s.tools,
+                "pendingChanges": s.pending_changes,
+            })
+        })
+        .collect()
+}
+
 async fn healthz(State(gw): Gw) -> Json<Value> {
     Json(json!({
+        "servers": server_states(&gw),
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "tools": gw.registry().snapshot().len(),

@@ -2,7 +2,7 @@
 //! and `/metrics`. JSON is camelCase; lists take `limit` and `cursor` and answer with `nextCursor`.
 //!
 //! In the style of axum's per-feature routers: each resource has its own module and router
-//! ([`tools`], [`calls`], [`approvals`], [`exports`], [`events`], and [`meta`] for health, the
+//! ([`tools`], [`calls`], [`approvals`], [`exports`], [`events`], [`servers`], and [`meta`] for health, the
 //! OpenAPI document and metrics), joined here with `merge`. This module keeps what they share:
 //! the body extractors, paging, bearer auth and the Host/Origin check.
 
@@ -11,6 +11,7 @@ mod calls;
 mod events;
 mod exports;
 mod meta;
+mod servers;
 mod tools;
 
 use std::sync::Arc;
@@ -45,6 +46,7 @@ pub(crate) fn router(gw: Arc<Gateway>) -> Router {
         .merge(approvals::routes())
         .merge(exports::routes())
         .merge(events::routes())
+        .merge(servers::routes())
         .merge(meta::authenticated_routes())
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&gw),

@@ -1,0 +1,151 @@
+//! `/v1/servers` through the real router: the routes answer as `/openapi.json` says (each reply
+//! validated against it), reading needs a token, changing needs `toolgate.servers.manage`, an
+//! approval must say what it approves, and `/healthz` carries every server's state.
+#![cfg(test)]
+
+mod common;
+
+use axum::http::{Method, StatusCode};
+use common::{Harness, principal};
+use serde_json::json;
+use toolgate_core::Quota;
+
+const ADMIN: &str = "admin-token";
+const READER: &str = "reader-token";
+
+async fn with_principals() -> Harness {
+    Harness::new(vec![
+        principal("admin", &["*"], None, ADMIN, Quota::default()),
+        principal("reader", &["tool.*"], None, READER, Quota::default()),
+    ])
+    .await
+}
+
+#[tokio::test]
+async fn listing_needs_a_token_and_answers_the_documented_shape() {
+    let h = with_principals().await;
+    let r = h
+        .api(Method::GET, "/v1/servers", "/v1/servers", None, None)
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/servers",
+            "/v1/servers",
+            Some(READER),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json, json!({ "servers": [] }));
+}
+
+#[tokio::test]
+async fn an_unknown_server_is_404_with_the_way_to_list_them() {
+    let h = with_principals().await;
+    for (method, route, uri) in [
+        (Method::GET, "/v1/servers/{name}", "/v1/servers/nope"),
+        (
+            Method::GET,
+            "/v1/servers/{name}/tools",
+            "/v1/servers/nope/tools",
+        ),
+        (Method::DELETE, "/v1/servers/{name}", "/v1/servers/nope"),
+        (
+            Method::POST,
+            "/v1/servers/{name}/restart",
+            "/v1/servers/nope/restart",
+        ),
+    ] {
+        let r = h.api(method.clone(), route, uri, Some(ADMIN), None).await;
+        assert_eq!(
+            r.status,
+            StatusCode::NOT_FOUND,
+            "{method} {uri}: {}",
+            r.text
+        );
+        assert_eq!(r.json["error"]["kind"], "not_found");
+        let message = r.json["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("nope") && message.contains("GET /v1/servers"),
+            "{message}"
+        );
+    }
+    let r = h
+        .api(
+            Method::POST,
+            "/v1/servers/{name}/approve",
+            "/v1/servers/nope/approve",
+            Some(ADMIN),
+            Some(json!({ "all": true })),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+}
+
+#[tokio::test]
+async fn changing_needs_the_manage_permission() {
+    let h = with_principals().await;
+    for (method, route, uri, body) in [
+        (
+            Method::DELETE,
+            "/v1/servers/{name}",
+            "/v1/servers/files",
+            None,
+        ),
+        (
+            Method::POST,
+            "/v1/servers/{name}/restart",
+            "/v1/servers/files/restart",
+            None,
+        ),
+        (
+            Method::POST,
+            "/v1/servers/{name}/approve",
+            "/v1/servers/files/approve",
+            Some(json!({ "all": true })),
+        ),
+    ] {
+        let r = h.api(method.clone(), route, uri, Some(READER), body).await;
+        assert_eq!(
+            r.status,
+            StatusCode::FORBIDDEN,
+            "{method} {uri}: {}",
+            r.text
+        );
+        let message = r.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains("toolgate.servers.manage"), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn an_approval_must_say_what_it_approves() {
+    let h = with_principals().await;
+    let route = "/v1/servers/{name}/approve";
+    let uri = "/v1/servers/files/approve";
+    for body in [
+        None,
+        Some(json!({})),
+        Some(json!({ "tools": [] })),
+        Some(json!({ "all": false })),
+        Some(json!({ "tools": ["read_file"], "all": true })),
+        Some(json!({ "everything": true })),
+        Some(json!(["read_file"])),
+    ] {
+        let r = h
+            .api(Method::POST, route, uri, Some(ADMIN), body.clone())
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body:?}: {}", r.text);
+        let message = r.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains("{\"all\": true}"), "{body:?}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn healthz_carries_the_servers_states() {
+    let h = Harness::new(Vec::new()).await;
+    let r = h.api(Method::GET, "/healthz", "/healthz", None, None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["servers"], json!([]));
+}
