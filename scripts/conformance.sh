@@ -95,11 +95,57 @@ EOF
   wait_healthy "$port" "toolgate serve (the gateway)" "$gateway_log"
 fi
 
+# Runs the suite against http://localhost:$1/mcp, results (checks.json per scenario) into $2.
+run_suite() {
+  npx -y -p node@22 -p @modelcontextprotocol/conformance@0.1.16 -- \
+    conformance server --url "http://localhost:$1/mcp" --suite "$suite" \
+    --expected-failures examples/conformance/expected-failures.yml -o "$2" </dev/null
+}
+
 status=0
-npx -y -p node@22 -p @modelcontextprotocol/conformance@0.1.16 -- \
-  conformance server --url "http://localhost:$port/mcp" --suite "$suite" \
-  --expected-failures examples/conformance/expected-failures.yml -o "$work/results" </dev/null \
-  | sed -n '/=== SUMMARY ===/,$p' || status=$?
+if $gateway; then
+  echo "direct (the fixtures' server itself):"
+  run_suite "$fixtures_port" "$work/direct" | sed -n '/^Total:/p' || status=$?
+  echo "through the gateway (toolgate serve in front of it):"
+fi
+run_suite "$port" "$work/results" | sed -n '/=== SUMMARY ===/,$p' || status=$?
+if $gateway && [ "$status" -eq 0 ]; then
+  # Same baseline is the floor; the bar is the same answers: every scenario's checks (results,
+  # content blocks, log and progress notifications, elicitation schemas) must equal the direct
+  # run's, but for call ids, times, ports and the order concurrent SSE streams answer in.
+  python3 - "$work/direct" "$work/results" <<'PY' || status=$?
+import json, os, re, sys
+
+def norm(v, key=None):
+    if isinstance(v, dict):
+        return {k: norm(x, k) for k, x in v.items()
+                if k not in ("timestamp", "callId", "fetchedAt", "index")}
+    if isinstance(v, list):
+        items = [norm(x) for x in v]
+        return sorted(items, key=json.dumps) if key == "results" else items
+    if isinstance(v, str):
+        return re.sub(r"(localhost|127\.0\.0\.1):\d+", r"\1:PORT", v)
+    return v
+
+def load(d):
+    out = {}
+    for e in os.listdir(d):
+        name = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", e)
+        with open(os.path.join(d, e, "checks.json")) as f:
+            out[name] = norm(json.load(f))
+    return out
+
+direct, gateway = load(sys.argv[1]), load(sys.argv[2])
+differ = [k for k in sorted(set(direct) | set(gateway)) if direct.get(k) != gateway.get(k)]
+for k in differ:
+    print(f"scenario {k} answers differently through the gateway:", file=sys.stderr)
+    print("  direct:  " + json.dumps(direct.get(k), sort_keys=True), file=sys.stderr)
+    print("  gateway: " + json.dumps(gateway.get(k), sort_keys=True), file=sys.stderr)
+if differ:
+    sys.exit(1)
+print(f"Through the gateway, all {len(direct)} scenarios answer as direct.")
+PY
+fi
 if [ "$status" -ne 0 ]; then
   echo "conformance failed (exit $status)" >&2
   for log in "${logs[@]}"; do
