@@ -86,8 +86,10 @@ requires_confirmation = false
 EOF
   toolgate=("$bin/toolgate" --config "$work/toolgate.toml")
   db="sqlite:$work/toolgate.db"
-  # First sight approved up front: list the upstream's tools once, then approve them all.
-  "${toolgate[@]}" servers tools conformance --db "$db" >"$work/servers.log" 2>&1 \
+  # First sight approved up front: start the server once (its tools are listed and wait for
+  # review), then approve them all. The fixtures' own copies of toolgate's built-in tools are
+  # refused (the gateway's built-ins hold those names), as direct serves the built-ins too.
+  "${toolgate[@]}" servers restart conformance --db "$db" >"$work/servers.log" 2>&1 \
     && "${toolgate[@]}" servers approve conformance --all --db "$db" >>"$work/servers.log" 2>&1 \
     || { echo "approving the fixtures' tools through toolgate servers failed:" >&2; cat "$work/servers.log" >&2; exit 1; }
   "${toolgate[@]}" serve --db "$db" --root "$work/root" --http "127.0.0.1:$port" 2>"$gateway_log" &
