@@ -86,6 +86,7 @@ impl Runtime {
             self.calls.wait().await;
         }
         self.stopped.cancel();
+        self.servers().shutdown().await;
     }
 }
 

@@ -42,6 +42,8 @@ use toolgate_core::{
     CancellationToken, CoreError, HttpClient, Pipeline, PipelineBuilder, Principal,
     PrincipalQuotaStage, RateLimit, RateLimitStage, Registry, ToolDefinition,
 };
+use toolgate_gateway::upstream::http::PolicyConnector;
+use toolgate_gateway::upstream::{Connector, HttpConnector, StdioSpawner};
 use toolgate_net::{NetPolicy, PolicyClient};
 use toolgate_sandbox::{Runner, SandboxConfig, SandboxExecutor};
 use toolgate_store::{AuditObserver, AuditStage, DbUrl, HintFn, Store, StoreOptions, Tier};
@@ -168,6 +170,14 @@ pub struct Parts {
     pub executor: Option<Arc<SandboxExecutor>>,
     /// Startup warnings to pass on (definitions that no longer load, …).
     pub warnings: Vec<String>,
+    /// The upstream MCP servers (`[servers]` and the stored entries) with their pins.
+    pub servers: servers::Loaded,
+    /// Starts stdio upstreams: the sandbox runner's sessions ([`servers::SandboxSpawner`]);
+    /// `None` leaves stdio servers unavailable.
+    pub stdio: Option<Arc<dyn StdioSpawner>>,
+    /// Opens Streamable HTTP upstreams (through the network policy); `None` leaves HTTP
+    /// servers unavailable.
+    pub upstream_http: Option<HttpConnector>,
 }
 
 impl Parts {
@@ -192,6 +202,9 @@ impl Parts {
             http: None,
             executor: None,
             warnings: Vec::new(),
+            servers: servers::Loaded::default(),
+            stdio: None,
+            upstream_http: None,
         })
     }
 }
@@ -355,7 +368,10 @@ impl Runtime {
         };
         let mut sandbox = SandboxConfig::new(launcher);
         sandbox.policy = config.network.clone().with_env();
-        let executor = Arc::new(SandboxExecutor::new(Arc::new(Runner::new(sandbox))));
+        let runner = Arc::new(Runner::new(sandbox));
+        let executor = Arc::new(SandboxExecutor::new(Arc::clone(&runner)));
+        let servers = servers::Loaded::read(&config, &store).await?;
+        warnings.extend(servers.warnings.iter().cloned());
         if let Some(dir) = tools_dir.or_else(|| config.tools_dir.clone()) {
             let parsed: Vec<(PathBuf, Result<ToolDefinition, CoreError>)> = definition_files(&dir)?
                 .into_iter()
@@ -382,6 +398,8 @@ impl Runtime {
         };
         let rate_limit = config.rate_limit();
         let approval_ttl = config.approvals.ttl();
+        // Streamable HTTP upstreams go through the same network policy as tools.
+        let upstream_http = PolicyConnector::from_client(http.clone()).http_connector();
         Ok(Parts {
             config,
             store,
@@ -395,6 +413,9 @@ impl Runtime {
             http: Some(Arc::new(http)),
             executor: Some(executor),
             warnings,
+            servers,
+            stdio: Some(Arc::new(servers::SandboxSpawner::new(runner))),
+            upstream_http: Some(upstream_http),
         })
     }
 
@@ -416,6 +437,9 @@ impl Runtime {
             http,
             executor,
             warnings,
+            servers,
+            stdio,
+            upstream_http,
         } = parts;
         let hub = EventHub::new();
         let mut builder = PipelineBuilder::new(Arc::clone(&registry))
@@ -440,7 +464,18 @@ impl Runtime {
         if let Some(executor) = &executor {
             builder = builder.executor(executor.clone());
         }
-        let servers = servers::Servers::new(Arc::clone(&registry), hub.clone());
+        let stopped = CancellationToken::new();
+        let servers = servers::Servers::assemble(
+            servers,
+            store.clone(),
+            Arc::clone(&registry),
+            hub.clone(),
+            Connector {
+                stdio: stdio.unwrap_or_else(|| Arc::new(servers::NoStdio)),
+                http: upstream_http,
+            },
+            stopped.child_token(),
+        );
         Arc::new(Self {
             servers,
             config,
@@ -455,7 +490,7 @@ impl Runtime {
             pipeline: builder.build(),
             calls: TaskTracker::new(),
             cancel_calls: CancellationToken::new(),
-            stopped: CancellationToken::new(),
+            stopped,
             warnings,
         })
     }
@@ -553,11 +588,15 @@ impl Runtime {
     pub async fn start_sync(&self) -> Result<i64, RuntimeError> {
         let last = self.store.load_into(&self.registry).await?;
         let hub = self.hub.clone();
+        let servers = self.servers.clone();
         self.store.keep_in_sync_with(
             Arc::clone(&self.registry),
             last,
             self.stopped.child_token(),
-            move |event| hub.publish_definition(event),
+            move |event| {
+                servers.on_store_event(event);
+                hub.publish_definition(event);
+            },
         );
         self.follow_approvals().await?;
         Ok(last)

@@ -27,6 +27,9 @@ pub enum OpError {
     /// from the store).
     #[error("{0}")]
     Conflict(String),
+    /// The request itself is malformed (an invalid server entry: every problem in the message).
+    #[error("{0}")]
+    BadRequest(String),
     /// The store refused or failed (its own kinds: not found, conflict, plan limit, …).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -67,6 +70,7 @@ impl OpError {
             Self::NotFound(_) => OpErrorKind::NotFound,
             Self::Forbidden(_) => OpErrorKind::Forbidden,
             Self::Conflict(_) => OpErrorKind::Conflict,
+            Self::BadRequest(_) => OpErrorKind::BadRequest,
             Self::Store(e) => match e.kind() {
                 StoreErrorKind::NotFound => OpErrorKind::NotFound,
                 StoreErrorKind::Conflict => OpErrorKind::Conflict,

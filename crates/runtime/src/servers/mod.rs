@@ -1,27 +1,47 @@
 //! Upstream MCP servers as one more source of tools in the runtime (issue 20).
 //!
 //! [`Servers`] holds every server entry (the config file's `[servers]` and the store's) with
-//! its state and the state of each of its tools. A served upstream tool is an ordinary
-//! registry tool whose handler forwards the call to the upstream, so the whole pipeline
-//! (allow-lists, permissions, approvals, rate limits, timeouts, output caps, audit) applies.
-//! A tool that was never approved, or whose definition changed since it was approved, is
-//! withheld from the registry (`Registry::withhold`): in no list or export, and a call to it is
-//! refused `unavailable` with the reason, until a person approves it ([`Servers::approve`]).
+//! its connection (`toolgate_gateway::upstream::Upstream`) and the state of each of its tools.
+//! A served upstream tool is an ordinary registry tool whose handler forwards the call to the
+//! upstream (`forward.rs`), so the whole pipeline (allow-lists, permissions, approvals, rate
+//! limits, timeouts, output caps, audit) applies to it. A tool that was never approved, or
+//! whose definition changed since it was approved, is withheld (`Registry::withhold`): in no
+//! list or export, and a call to it is refused `unavailable` with the reason, until a person
+//! approves it ([`Servers::approve`]).
+//!
+//! When servers start: tools must be listable before anything calls them, so at startup the
+//! tools pinned in the store are registered (approved ones) or withheld (the others) from
+//! their stored definitions, without starting anything (`load.rs`); the server starts on the
+//! first call, and that call waits until the tools were listed and checked against their pins
+//! (so a definition changed while toolgate was down is quarantined before any call reaches
+//! it). A server with nothing pinned yet (first sight) starts at once, so its tools can be
+//! reviewed, and so does an `eager` one. Every listing (start, restart,
+//! `notifications/tools/list_changed`) goes through `listing.rs`.
 //!
 //! The use cases the front-ends offer are the methods of [`Servers`] (`ops.rs`); what they
 //! answer are the views of [`views`].
 
+mod forward;
+mod listing;
+mod load;
 mod ops;
+mod spawner;
 mod state;
 pub mod views;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use tokio_util::sync::CancellationToken;
 use toolgate_core::{Permission, Principal, Registry};
+use toolgate_gateway::upstream::Connector;
+use toolgate_store::Store;
 
 use crate::events::EventHub;
+pub use load::Loaded;
 pub use ops::Manager;
+pub(crate) use spawner::NoStdio;
+pub use spawner::SandboxSpawner;
 use state::Server;
 
 /// The permission managing servers needs: adding, removing, restarting them and approving
@@ -40,8 +60,12 @@ pub struct Servers {
 }
 
 struct Inner {
+    store: Store,
     registry: Arc<Registry>,
     hub: EventHub,
+    connector: Connector,
+    /// Fires when the runtime stops: watchers end.
+    stop: CancellationToken,
     /// Every server by name.
     servers: Mutex<BTreeMap<String, Server>>,
 }
@@ -55,17 +79,6 @@ impl std::fmt::Debug for Servers {
 }
 
 impl Servers {
-    /// The servers of a runtime over `store` and `registry`, publishing to `hub`; none yet.
-    pub(crate) fn new(registry: Arc<Registry>, hub: EventHub) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                registry,
-                hub,
-                servers: Mutex::new(BTreeMap::new()),
-            }),
-        }
-    }
-
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Server>> {
         self.inner
             .servers

@@ -3,13 +3,16 @@
 //! Reading needs no permission (a tool the reader may not call is left out, as everywhere);
 //! changing needs [`MANAGE_PERMISSION`].
 
-use toolgate_core::Principal;
+use serde_json::Value;
+use toolgate_core::{ErrorChain, Principal};
+use toolgate_store::{EventKind, GatewayAudit, StoredEvent};
 
+use super::listing::unserve;
 use super::views::{
-    ApprovedTools, RemovedServer, ServerDetail, ServerList, ServerSource, ServerSummary,
-    ServerTools, ToolStatus,
+    ApprovedTools, ImportReport, RemovedServer, ServerDetail, ServerList, ServerSource,
+    ServerSummary, ServerToolView, ServerTools, SkippedServer, ToolStatus,
 };
-use super::{MANAGE_PERMISSION, Servers, may_manage, state};
+use super::{MANAGE_PERMISSION, Servers, may_manage};
 use crate::op_error::OpError;
 
 /// Who changes servers or approves their tools.
@@ -27,7 +30,7 @@ impl Manager<'_> {
             Ok(())
         } else {
             Err(OpError::Forbidden(format!(
-                "Principal {} may not {what}: it needs the permission {MANAGE_PERMISSION}",
+                "Principal {} may not {what}: it needs the permission {MANAGE_PERMISSION}; grant it to the principal in the config file",
                 self.principal.id
             )))
         }
@@ -73,6 +76,26 @@ impl Servers {
         })
     }
 
+    /// A server's tools as it lists them now: the server is started if needed and its tools
+    /// listed and checked against their pins first (what `toolgate servers tools` shows from a
+    /// one-shot command, where nothing may have started yet). A server that cannot start
+    /// answers what is known, its state saying why.
+    ///
+    /// Errors: [`OpError::NotFound`] for an unknown server.
+    pub async fn tools_now(
+        &self,
+        principal: &Principal,
+        name: &str,
+    ) -> Result<ServerTools, OpError> {
+        if !self.lock().contains_key(name) {
+            return Err(unknown(name));
+        }
+        if let Err(e) = self.refresh(name).await {
+            tracing::debug!(server = %name, error = %e, "listed from what is stored");
+        }
+        self.tools(principal, name)
+    }
+
     /// The summary of one server.
     ///
     /// Errors: [`OpError::NotFound`] for an unknown server.
@@ -109,7 +132,9 @@ impl Servers {
                 Some(wanted) => {
                     let (upstream, state) = visible
                         .iter()
-                        .find(|(u, t)| *u == wanted || t.name.as_deref() == Some(wanted))
+                        .find(|(u, t)| {
+                            *u == wanted || t.name.as_ref().is_some_and(|n| n.as_str() == wanted)
+                        })
                         .ok_or_else(|| {
                             OpError::NotFound(format!(
                                 "Server {server} has no tool {wanted}; see its tools with `toolgate servers tools {server}`"
@@ -142,12 +167,27 @@ impl Servers {
     }
 
     /// Removes a stored server: its tools leave the registry, its process stops, its pins and
-    /// its stored entry are forgotten. A server of the config file cannot be removed here.
+    /// its stored entry are forgotten (a stored entry that no longer loads too). A server of
+    /// the config file cannot be removed here.
     ///
     /// Errors: [`OpError::Forbidden`] without [`MANAGE_PERMISSION`]; [`OpError::NotFound`] for
     /// an unknown server; [`OpError::Conflict`] for a server of the config file.
     pub async fn remove(&self, manager: Manager<'_>, name: &str) -> Result<RemovedServer, OpError> {
         manager.check("remove servers")?;
+        let source = self.lock().get(name).map(|s| s.source);
+        if source.is_none() {
+            // A stored entry that no longer loads is not served, but can be removed.
+            return match self.inner.store.server(name).await? {
+                Some(_) => {
+                    self.inner.store.remove_server(name, manager.actor).await?;
+                    Ok(RemovedServer {
+                        name: name.to_owned(),
+                        tools_removed: Vec::new(),
+                    })
+                }
+                None => Err(unknown(name)),
+            };
+        }
         {
             let servers = self.lock();
             let server = servers.get(name).ok_or_else(|| unknown(name))?;
@@ -157,7 +197,7 @@ impl Servers {
                 )));
             }
         }
-        let tools_removed = self.forget(name).await?;
+        let tools_removed = self.forget(name, manager.actor).await?;
         Ok(RemovedServer {
             name: name.to_owned(),
             tools_removed,
@@ -178,62 +218,297 @@ impl Servers {
         if !self.lock().contains_key(name) {
             return Err(unknown(name));
         }
-        self.restart_server(name).await;
+        self.restart_server(name).await?;
         self.summary(manager.principal, name)
     }
 
-    /// Marks `upstream` tools of `server` approved and serves them (in memory: the pins join
-    /// the store once it keeps them).
+    /// Adds (stores) a server entry and starts it to list its tools: with `approve`, the tools
+    /// of this first sight are approved up front; otherwise they wait for review
+    /// ([`Servers::approve`]). Returns the server as it is once listed (or failed to start).
+    ///
+    /// Errors: [`OpError::Forbidden`] without [`MANAGE_PERMISSION`]; [`OpError::Conflict`] for
+    /// a name in use; [`OpError::BadRequest`] for an invalid name or entry (every problem).
+    pub async fn add(
+        &self,
+        manager: Manager<'_>,
+        name: &str,
+        entry: Value,
+        approve: bool,
+    ) -> Result<ServerDetail, OpError> {
+        manager.check("add servers")?;
+        let (name, entry) = super::load::parse_entry(name, &entry).map_err(OpError::BadRequest)?;
+        if self.lock().contains_key(name.as_str()) {
+            return Err(OpError::Conflict(format!(
+                "A server named {name} exists already; remove it first (`toolgate servers rm {name}`) or choose another name"
+            )));
+        }
+        let json = serde_json::to_value(&entry).map_err(|e| OpError::BadRequest(e.to_string()))?;
+        // Refused when stored meanwhile (by someone else, or an entry that no longer loads:
+        // `remove` takes that one out).
+        self.inner
+            .store
+            .add_server(name.as_str(), &json, manager.actor)
+            .await?;
+        let pins = self.inner.store.pins(name.as_str()).await?;
+        let key = name.to_string();
+        self.insert(name, entry, ServerSource::Store, approve);
+        let remembered = super::load::remembered(&pins);
+        let first_sight = remembered.is_empty();
+        self.apply_remembered(key.clone(), remembered);
+        if first_sight {
+            // Listed here, so the answer shows the tools (a failure shows in the state).
+            let _ = self.refresh(&key).await;
+        }
+        self.show(manager.principal, &key)
+    }
+
+    /// Imports the `mcpServers` JSON of Claude Desktop, Cursor or VS Code (bare commands such as
+    /// `npx` resolved through `PATH` now): each server is added as [`Servers::add`] does (with
+    /// `approve` for their first sight); servers whose name is taken, or that toolgate cannot
+    /// run, are skipped with the reason.
+    ///
+    /// Errors: [`OpError::Forbidden`] without [`MANAGE_PERMISSION`]; [`OpError::BadRequest`]
+    /// for a file that is not such JSON.
+    pub async fn import(
+        &self,
+        manager: Manager<'_>,
+        json: &str,
+        approve: bool,
+    ) -> Result<ImportReport, OpError> {
+        manager.check("import servers")?;
+        let path = std::env::var("PATH").unwrap_or_default();
+        let resolve = toolgate_gateway::import::path_resolver(path, is_executable);
+        let import = toolgate_gateway::import::from_mcp_servers(json, &resolve)
+            .map_err(|e| OpError::BadRequest(e.to_string()))?;
+        let mut report = ImportReport {
+            added: Vec::new(),
+            skipped: import
+                .skipped
+                .into_iter()
+                .map(|s| SkippedServer {
+                    name: s.name,
+                    reason: s.reason,
+                })
+                .collect(),
+            notes: import.notes,
+        };
+        for (name, entry) in import.servers {
+            let value = serde_json::to_value(&entry).unwrap_or_default();
+            match self.add(manager, name.as_str(), value, approve).await {
+                Ok(_) => report.added.push(name.to_string()),
+                Err(e) => report.skipped.push(SkippedServer {
+                    name: name.to_string(),
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Approves `upstream` tools of `server` as their state shows them (the hash the approver
+    /// saw: a definition that changed again meanwhile is refused by the store), serves them,
+    /// and writes an audit entry and an event for each.
     async fn approve_tools(
         &self,
         server: &str,
         upstream: &[String],
         by: &str,
-    ) -> Result<Vec<super::views::ServerToolView>, OpError> {
-        let mut servers = self.lock();
-        let entry = servers.get_mut(server).ok_or_else(|| unknown(server))?;
+    ) -> Result<Vec<ServerToolView>, OpError> {
+        let store = &self.inner.store;
+        let lock = self.listing_lock(server);
+        let _listing = lock.lock().await;
         let mut approved = Vec::new();
-        for name in upstream {
-            if let Some(tool) = entry.tools.get_mut(name) {
-                tool.status = ToolStatus::Approved;
-                tool.approved_hash = None;
-                tool.changes.clear();
-                tool.reason = None;
-                if let Some(n) = &tool.name
-                    && let Err(e) = self.inner.registry.release(n)
-                {
-                    tracing::warn!(tool = %n, error = %e, "an approved tool stays withheld");
-                }
-                approved.push(tool.view(name));
+        for tool in upstream {
+            let Some((name, state)) = self
+                .lock()
+                .get(server)
+                .and_then(|s| s.tools.get(tool).map(|t| (s.name.clone(), t.clone())))
+            else {
+                continue;
+            };
+            store.approve_pin(server, tool, &state.hash, by).await?;
+            let (Some(toolname), Some(definition)) = (&state.name, &state.definition) else {
+                continue;
+            };
+            // The definition was made from this version: it carries the approved hash.
+            if let Err(reason) = self.serve(&name, tool, toolname, definition.clone()) {
+                return Err(OpError::Conflict(reason));
             }
-        }
-        drop(servers);
-        for tool in &approved {
-            self.publish(server, tool, Some(by));
+            let view = {
+                let mut servers = self.lock();
+                let Some(entry) = servers.get_mut(server).and_then(|s| s.tools.get_mut(tool))
+                else {
+                    continue;
+                };
+                entry.status = ToolStatus::Approved;
+                entry.approved_hash = None;
+                entry.changes.clear();
+                entry.reason = None;
+                entry.view(tool)
+            };
+            let audit = GatewayAudit::approved(
+                toolname.as_str(),
+                server,
+                tool,
+                &state.hash,
+                state.approved_hash.as_deref(),
+                by,
+            );
+            if let Err(e) = store.audit_gateway_event(&audit).await {
+                tracing::warn!(tool = %toolname, error = %ErrorChain(&e), "an approval could not be audited");
+            }
+            self.publish(server, &view, Some(by));
+            approved.push(view);
         }
         Ok(approved)
     }
 
-    /// Forgets a server: its tools leave the registry (withheld names are released).
-    async fn forget(&self, name: &str) -> Result<Vec<String>, OpError> {
+    /// Forgets a stored server: its tools leave the registry, its process stops, its pins and
+    /// its stored entry are removed.
+    async fn forget(&self, name: &str, by: &str) -> Result<Vec<String>, OpError> {
+        self.inner.store.remove_server(name, by).await?;
         let Some(server) = self.lock().remove(name) else {
             return Err(unknown(name));
         };
+        server.stop.cancel();
+        if let Some(upstream) = &server.upstream {
+            upstream.stop().await;
+        }
         let mut removed = Vec::new();
         for tool in server.tools.values() {
             let Some(n) = &tool.name else { continue };
-            if self.inner.registry.remove(n).is_ok() {
-                removed.push(n.clone());
+            if tool.status == ToolStatus::Approved {
+                removed.push(n.to_string());
             }
-            let _ = self.inner.registry.release(n);
+            unserve(&self.inner.registry, n);
+        }
+        if let Err(e) = self.inner.store.remove_pins(name).await {
+            tracing::warn!(server = %name, error = %ErrorChain(&e), "the pins of a removed server stay");
         }
         Ok(removed)
     }
 
-    /// Restarts a server's connection.
-    async fn restart_server(&self, name: &str) {
-        if let Some(server) = self.lock().get_mut(name) {
-            server.state = state::stopped();
+    /// Restarts a server's connection and lists its tools again.
+    async fn restart_server(&self, name: &str) -> Result<(), OpError> {
+        let upstream = self.lock().get(name).and_then(|s| s.upstream.clone());
+        if let Some(upstream) = upstream {
+            self.set_verified(name, false);
+            upstream.stop().await;
+        }
+        // Listing starts it again; a failure shows in its state.
+        let _ = self.refresh(name).await;
+        Ok(())
+    }
+
+    /// Stops every server's process or session (the runtime is shutting down).
+    pub(crate) async fn shutdown(&self) {
+        let upstreams: Vec<_> = self
+            .lock()
+            .values()
+            .filter_map(|s| {
+                s.stop.cancel();
+                s.upstream.clone()
+            })
+            .collect();
+        for upstream in upstreams {
+            upstream.stop().await;
         }
     }
+
+    /// Follows the store's gateway events made elsewhere (another process approved a tool,
+    /// added or removed a server): the server's pins are read again.
+    pub(crate) fn on_store_event(&self, event: &StoredEvent) {
+        if event.kind.is_definition() {
+            return;
+        }
+        let server = event
+            .detail
+            .as_ref()
+            .and_then(|d| d.get("server"))
+            .and_then(Value::as_str)
+            .unwrap_or(&event.tool)
+            .to_owned();
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let servers = self.clone();
+        let kind = event.kind;
+        handle.spawn(async move {
+            if let Err(e) = servers.reload(&server, kind).await {
+                tracing::warn!(server = %server, error = %e, "a server change made elsewhere was not applied");
+            }
+        });
+    }
+
+    /// Reads server `name`'s stored state again after a change made elsewhere.
+    async fn reload(&self, name: &str, kind: EventKind) -> Result<(), String> {
+        let store = &self.inner.store;
+        let known = self.lock().get(name).map(|s| s.source);
+        match (kind, known) {
+            (EventKind::ServerRemoved, Some(ServerSource::Store)) => {
+                let server = self.lock().remove(name);
+                if let Some(server) = server {
+                    server.stop.cancel();
+                    if let Some(upstream) = &server.upstream {
+                        upstream.stop().await;
+                    }
+                    for tool in server.tools.values() {
+                        if let Some(n) = &tool.name {
+                            unserve(&self.inner.registry, n);
+                        }
+                    }
+                }
+                Ok(())
+            }
+            (
+                EventKind::ServerAdded | EventKind::ServerUpdated,
+                None | Some(ServerSource::Store),
+            ) => {
+                let Some(stored) = store
+                    .server(name)
+                    .await
+                    .map_err(|e| ErrorChain(&e).to_string())?
+                else {
+                    return Ok(());
+                };
+                let (server, entry) = super::load::parse_entry(name, &stored.entry)?;
+                if known.is_some_and(|_| self.lock().get(name).is_some_and(|s| s.entry == entry)) {
+                    return Ok(());
+                }
+                let pins = store
+                    .pins(name)
+                    .await
+                    .map_err(|e| ErrorChain(&e).to_string())?;
+                self.insert(server, entry, ServerSource::Store, false);
+                self.apply_remembered(name.to_owned(), super::load::remembered(&pins));
+                Ok(())
+            }
+            (EventKind::PinApproved | EventKind::PinRestored, Some(_)) => {
+                let pins = store
+                    .pins(name)
+                    .await
+                    .map_err(|e| ErrorChain(&e).to_string())?;
+                let remembered = super::load::remembered(&pins);
+                // Only what is approved now changes anything here; a running server is listed
+                // again, which checks the new pins against what it lists.
+                let running = self.lock().get(name).is_some_and(|s| s.verified);
+                if running {
+                    self.set_verified(name, false);
+                    self.refresh(name).await
+                } else {
+                    let lock = self.listing_lock(name);
+                    let _listing = lock.lock().await;
+                    self.register_remembered(name, remembered);
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether `path` is an executable file (the import's look at the filesystem).
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -182,8 +182,11 @@ pub struct RemovedServer {
 pub struct ImportReport {
     /// The servers added (stored), by name.
     pub added: Vec<String>,
-    /// The servers left out, each with why (`name: reason`).
+    /// The servers left out, each with why.
     pub skipped: Vec<SkippedServer>,
+    /// What was changed or ignored on the way (a renamed server, a literal secret to move to
+    /// `${env:NAME}`), one sentence each.
+    pub notes: Vec<String>,
 }
 
 /// A server an import left out.
