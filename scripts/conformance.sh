@@ -5,10 +5,10 @@
 # scenario must pass.
 #
 # --through-gateway: the suite talks to `toolgate serve` acting as a gateway in front of the
-# fixtures' server (an upstream `[servers.conformance]` entry with its url, no name prefix, no
-# confirmation, the tools approved on first sight, loopback allowed by the network policy), with
-# the same baseline as direct: every call is forwarded upstream (content blocks, logs, progress,
-# sampling and elicitation relayed).
+# fixtures' server (an upstream `[servers.conformance]` entry with its url, no name prefix, its
+# annotations trusted, the tools approved on first sight, loopback allowed by the network
+# policy), with the same baseline as direct and the same answers: every scenario's checks and
+# every tool's listed definition (title, description, schemas) equal the direct run's.
 #
 # Usage: scripts/conformance.sh [--through-gateway] [--suite active|all] [--debug]
 #   --debug  use the dev profile instead of release (quicker to build while working on it)
@@ -69,8 +69,9 @@ if $gateway; then
   gateway_log="$work/gateway.log"
   logs+=("$gateway_log")
   mkdir -p "$work/root"
-  # The upstream is the fixtures' server; its tools keep their names (prefix "never"), are
-  # approved on first sight and need no confirmation, as they need none direct.
+  # The upstream is the fixtures' server; its tools keep their names (prefix "never") and are
+  # governed by their own annotations (trust_annotations), as direct: the read-only ones need
+  # no confirmation, and none of the others is destructive.
   cat >"$work/toolgate.toml" <<EOF
 [network]
 private_hosts = ["127.0.0.1"]
@@ -78,11 +79,7 @@ private_hosts = ["127.0.0.1"]
 [servers.conformance]
 url = "http://127.0.0.1:$fixtures_port/mcp"
 prefix = "never"
-auto_approve_new_tools = true
-
-[servers.conformance.defaults]
-effect = "read"
-requires_confirmation = false
+trust_annotations = true
 EOF
   toolgate=("$bin/toolgate" --config "$work/toolgate.toml")
   db="sqlite:$work/toolgate.db"
@@ -115,7 +112,7 @@ if $gateway && [ "$status" -eq 0 ]; then
   # Same baseline is the floor; the bar is the same answers: every scenario's checks (results,
   # content blocks, log and progress notifications, elicitation schemas) must equal the direct
   # run's, but for call ids, times, ports and the order concurrent SSE streams answer in.
-  python3 - "$work/direct" "$work/results" <<'PY' || status=$?
+  python3 - "$work/direct" "$work/results" "$fixtures_port" "$port" <<'PY' || status=$?
 import json, os, re, sys
 
 def norm(v, key=None):
@@ -143,9 +140,53 @@ for k in differ:
     print(f"scenario {k} answers differently through the gateway:", file=sys.stderr)
     print("  direct:  " + json.dumps(direct.get(k), sort_keys=True), file=sys.stderr)
     print("  gateway: " + json.dumps(gateway.get(k), sort_keys=True), file=sys.stderr)
+
+# Every tool as listed (annotations and _meta aside: the gateway's governance sets those).
+import urllib.request
+
+def rpc(url, sid, method, params=None, id_=1):
+    body = {"jsonrpc": "2.0", "method": method}
+    if id_ is not None:
+        body["id"] = id_
+    if params is not None:
+        body["params"] = params
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if sid:
+        headers["Mcp-Session-Id"] = sid
+    request = urllib.request.Request(url, json.dumps(body).encode(), headers)
+    with urllib.request.urlopen(request, timeout=30) as r:
+        sid = r.headers.get("Mcp-Session-Id") or sid
+        text = r.read().decode()
+    data = [l[5:] for l in text.splitlines() if l.startswith("data:") and l[5:].strip()]
+    return sid, [json.loads(d) for d in data] or ([json.loads(text)] if text.strip() else [])
+
+def tools(port):
+    url = f"http://127.0.0.1:{port}/mcp"
+    info = {"name": "conformance.sh", "version": "1"}
+    sid, _ = rpc(url, None, "initialize",
+                 {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info})
+    rpc(url, sid, "notifications/initialized", None, None)
+    listed, cursor = {}, None
+    while True:
+        _, answers = rpc(url, sid, "tools/list", {"cursor": cursor} if cursor else {})
+        result = answers[-1]["result"]
+        for t in result["tools"]:
+            listed[t["name"]] = {k: v for k, v in t.items() if k not in ("annotations", "_meta")}
+        cursor = result.get("nextCursor")
+        if not cursor:
+            return listed
+
+direct_tools, gateway_tools = tools(sys.argv[3]), tools(sys.argv[4])
+for name in sorted(set(direct_tools) | set(gateway_tools)):
+    if direct_tools.get(name) != gateway_tools.get(name):
+        differ.append(f"tool {name}")
+        print(f"tool {name} is listed differently through the gateway:", file=sys.stderr)
+        print("  direct:  " + json.dumps(direct_tools.get(name), sort_keys=True), file=sys.stderr)
+        print("  gateway: " + json.dumps(gateway_tools.get(name), sort_keys=True), file=sys.stderr)
 if differ:
     sys.exit(1)
-print(f"Through the gateway, all {len(direct)} scenarios answer as direct.")
+print(f"Through the gateway, all {len(direct)} scenarios answer as direct and all "
+      f"{len(direct_tools)} tools are listed as direct.")
 PY
 fi
 if [ "$status" -ne 0 ]; then
