@@ -8,7 +8,8 @@
 # fixtures' server (an upstream `[servers.conformance]` entry with its url, no name prefix, its
 # annotations trusted, the tools approved on first sight, loopback allowed by the network
 # policy), with the same baseline as direct and the same answers: every scenario's checks and
-# every tool's listed definition (title, description, schemas) equal the direct run's.
+# every tool's listed definition (title, description, schemas) equal the direct run's, and
+# concurrent callers' elicitation and sampling requests each reach their own caller.
 #
 # Usage: scripts/conformance.sh [--through-gateway] [--suite active|all] [--debug]
 #   --debug  use the dev profile instead of release (quicker to build while working on it)
@@ -183,10 +184,76 @@ for name in sorted(set(direct_tools) | set(gateway_tools)):
         print(f"tool {name} is listed differently through the gateway:", file=sys.stderr)
         print("  direct:  " + json.dumps(direct_tools.get(name), sort_keys=True), file=sys.stderr)
         print("  gateway: " + json.dumps(gateway_tools.get(name), sort_keys=True), file=sys.stderr)
+
+# Concurrent callers: each one's elicitation and sampling requests reach that caller alone
+# (the suite calls one at a time). Each caller answers with its own name; its result must
+# carry that name.
+import threading
+
+def stream(url, sid, response, me):
+    last = None
+    for line in response:
+        line = line.decode().strip()
+        if not (line.startswith("data:") and line[5:].strip()):
+            continue
+        msg = json.loads(line[5:])
+        if "method" in msg and "id" in msg:
+            threading.Thread(target=answer, args=(url, sid, msg, me), daemon=True).start()
+        elif "result" in msg or "error" in msg:
+            last = msg
+    return last
+
+def answer(url, sid, msg, me):
+    if msg["method"] == "elicitation/create":
+        result = {"action": "accept", "content": {"username": me, "email": me + "@example.com"}}
+    else:
+        result = {"role": "assistant", "content": {"type": "text", "text": me}, "model": "m"}
+    post(url, sid, {"jsonrpc": "2.0", "id": msg["id"], "result": result}).read()
+
+def post(url, sid, body):
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if sid:
+        headers["Mcp-Session-Id"] = sid
+    return urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers), timeout=30)
+
+def caller(port, tool, me, out):
+    url = f"http://127.0.0.1:{port}/mcp"
+    caps = {"elicitation": {}, "sampling": {}}
+    r = post(url, None, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": caps, "clientInfo": {"name": me, "version": "1"}}})
+    sid = r.headers.get("Mcp-Session-Id")
+    r.read()
+    post(url, sid, {"jsonrpc": "2.0", "method": "notifications/initialized"}).read()
+    # The session's standalone stream too, where a request not tied to a call would arrive.
+    def listen():
+        try:
+            get = urllib.request.Request(url, headers={"Accept": "text/event-stream", "Mcp-Session-Id": sid})
+            stream(url, sid, urllib.request.urlopen(get, timeout=10), me)
+        except Exception:
+            pass
+    threading.Thread(target=listen, daemon=True).start()
+    args = {"message": "Who are you?"} if tool == "test_elicitation" else {"prompt": "Who are you?"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": args}}
+    last = stream(url, sid, post(url, sid, call), me) or {}
+    out[me] = json.dumps(last.get("result", last).get("content", last))
+
+for tool in ("test_elicitation", "test_sampling"):
+    out = {}
+    threads = [threading.Thread(target=caller, args=(sys.argv[4], tool, f"caller{i}", out)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for me in sorted(out):
+        if me not in out[me]:
+            differ.append(f"concurrent {tool}")
+            print(f"through the gateway, concurrent {tool}: {me} got {out[me]}", file=sys.stderr)
+
 if differ:
     sys.exit(1)
-print(f"Through the gateway, all {len(direct)} scenarios answer as direct and all "
-      f"{len(direct_tools)} tools are listed as direct.")
+print(f"Through the gateway, all {len(direct)} scenarios answer as direct, all "
+      f"{len(direct_tools)} tools are listed as direct, and three concurrent callers' "
+      "elicitation and sampling requests each reach their own caller.")
 PY
 fi
 if [ "$status" -ne 0 ]; then
