@@ -19,6 +19,8 @@
 #                                    [--warmup S] [--only LIST]
 #   --only LIST   comma-separated subset of
 #                 direct,toolgate-own,toolgate-http,toolgate-stdio,mcp-proxy
+#   --rounds N    run the rows N times, interleaved, and report the median of
+#                 each figure (default 1; MCP_LOAD_ROUNDS)
 #   (the other options as in scripts/mcp-load.sh)
 #
 # Environment:
@@ -31,10 +33,13 @@
 #   TOOLGATE_HTTP_CONFIG / TOOLGATE_STDIO_CONFIG
 #                         config files to use instead of the built-in ones;
 #                         @UPSTREAM_URL@ and @UPSTREAM_BIN@ are replaced
-#   TOOLGATE_PREPARE      a command run (bash, $CONFIG and $DB set) after the
-#                         config is written and before `serve`, e.g. approving
-#                         the upstream's tools: '"$TOOLGATE_BIN" --config "$CONFIG"
-#                         --db "$DB" servers approve bare --all'
+#   TOOLGATE_PREPARE      a command run (bash; $TOOLGATE_BIN, $CONFIG and $DB set)
+#                         after the config is written and before `serve`. The
+#                         default starts the upstream once (listing its tools) and approves
+#                         them (a server's first sight waits for review; set it
+#                         empty to skip):
+#                         "$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers restart bare
+#                         "$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers approve bare --all
 #   MCP_PROXY_VERSION     mcp-proxy from PyPI, installed in a venv under the
 #                         target directory (default 0.13.0)
 #   MCP_LOAD_SERVER_CPUS / MCP_LOAD_CLIENT_CPUS / MCP_LOAD_PIN / MCP_LOAD_OUT /
@@ -49,6 +54,7 @@ DURATION="${MCP_LOAD_DURATION:-10}"
 WARMUP="${MCP_LOAD_WARMUP:-2}"
 ONLY="direct,toolgate-own,toolgate-http,toolgate-stdio,mcp-proxy"
 PYTHON="${PYTHON:-python3}"
+ROUNDS="${MCP_LOAD_ROUNDS:-1}"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -57,6 +63,7 @@ while [[ $# -gt 0 ]]; do
     --duration) DURATION="$2"; shift ;;
     --warmup) WARMUP="$2"; shift ;;
     --only) ONLY="$2"; shift ;;
+    --rounds) ROUNDS="$2"; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -198,12 +205,12 @@ r = json.loads(sys.argv[1])
 row, front, children, shared, tck, hwm, chwm = sys.argv[2:9]
 calls = r["total"] + r["warmup_requests"]
 per = lambda ticks: round(int(ticks) * 1e6 / int(tck) / max(calls, 1), 1)
-r.update(row=row, calls_measured_for_cpu=calls,
+r.update(row=row, round=int(sys.argv[9]), calls_measured_for_cpu=calls,
          front_cpu_us_per_call=per(front),
          upstream_cpu_us_per_call=per(int(children) + int(shared)),
          front_peak_rss_kib=int(hwm), children_peak_rss_kib=int(chwm))
 print(json.dumps(r))' "$line" "$row" $((f1 - f0)) $((c1 - c0)) $((s1 - s0)) "$CLK_TCK" \
-    "$(hwm_kib "$front")" "$(children_hwm_kib "$front")" >>"$RESULTS"
+    "$(hwm_kib "$front")" "$(children_hwm_kib "$front")" "$ROUND" >>"$RESULTS"
   log "$label: $(tail -n 1 "$RESULTS")"
 }
 
@@ -245,17 +252,17 @@ private_hosts = ["127.0.0.1"]
 
 [servers.bare]
 url = "@UPSTREAM_URL@"
-auto_approve_new_tools = true
+eager = true
 [servers.bare.defaults]
-effect = "read_only"
+effect = "read"
 requires_confirmation = false
 '
 STDIO_TEMPLATE='[servers.bare]
 command = "@UPSTREAM_BIN@"
 args = ["bare-server", "--stdio"]
-auto_approve_new_tools = true
+eager = true
 [servers.bare.defaults]
-effect = "read_only"
+effect = "read"
 requires_confirmation = false
 '
 # write_config ROW TEMPLATE_FILE_OR_EMPTY BUILTIN: the config file of a toolgate row.
@@ -268,13 +275,19 @@ write_config() {
   echo "$TMP/$row.toml"
 }
 
+# shellcheck disable=SC2016 # expanded by the bash that runs it
+DEFAULT_PREPARE='set -e
+"$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers restart bare
+"$TOOLGATE_BIN" --config "$CONFIG" --db "$DB" servers approve bare --all'
+
 # toolgate_row ROW LABEL CONFIG TOOL ARGS
 toolgate_row() {
   local row="$1" label="$2" config="$3" tool="$4" args="$5" port
   port="$(free_port)"
   local db="sqlite://$TMP/$row.db"
-  if [[ -n "${TOOLGATE_PREPARE:-}" && -n "$config" ]]; then
-    CONFIG="$config" DB="$db" TOOLGATE_BIN="$TOOLGATE_BIN" bash -c "$TOOLGATE_PREPARE" \
+  local prepare="${TOOLGATE_PREPARE-$DEFAULT_PREPARE}"
+  if [[ -n "$prepare" && -n "$config" ]]; then
+    CONFIG="$config" DB="$db" TOOLGATE_BIN="$TOOLGATE_BIN" bash -c "$prepare" \
       >"$TMP/$row.prepare.log" 2>&1 \
       || NOTES+=("$label: TOOLGATE_PREPARE failed: $(tail -n 2 "$TMP/$row.prepare.log" | tr '\n' ' ')")
   fi
@@ -299,34 +312,37 @@ if wants direct || wants toolgate-http; then
   UPSTREAM_PID="$(launch upstream "$UPSTREAM_PORT" "$(printf '%q' "$LOADGEN") bare-server --port $UPSTREAM_PORT")"
 fi
 
-if wants direct; then
-  measure direct "direct (bare rmcp)" "$UPSTREAM_PID" "$UPSTREAM_URL" echo "$ECHO_ARGS"
-fi
-if wants toolgate-own; then
-  DEFAULT_OWN_ARGS='{"expression":"1+1"}'
-  toolgate_row toolgate-own "toolgate, own tool" "" "${TOOLGATE_OWN_TOOL:-calculator}" \
-    "${TOOLGATE_OWN_ARGS:-$DEFAULT_OWN_ARGS}"
-fi
-PROXIED="${TOOLGATE_PROXIED_TOOL:-bare__echo}"
-if wants toolgate-http; then
-  toolgate_row toolgate-http "toolgate → bare (HTTP)" \
-    "$(write_config toolgate-http "${TOOLGATE_HTTP_CONFIG:-}" "$HTTP_TEMPLATE")" "$PROXIED" "$ECHO_ARGS"
-fi
-if wants toolgate-stdio; then
-  toolgate_row toolgate-stdio "toolgate → bare (stdio)" \
-    "$(write_config toolgate-stdio "${TOOLGATE_STDIO_CONFIG:-}" "$STDIO_TEMPLATE")" "$PROXIED" "$ECHO_ARGS"
-fi
-if wants mcp-proxy; then
-  port="$(free_port)"
-  if SERVER_PID="$(launch mcp-proxy "$port" "$(printf '%q' "$VENV/bin/mcp-proxy") --log-level WARNING --host 127.0.0.1 --port $port -- $(printf '%q' "$LOADGEN") bare-server --stdio")"; then
-    measure mcp-proxy "mcp-proxy $MCP_PROXY_VERSION → bare (stdio)" "$SERVER_PID" \
-      "http://127.0.0.1:$port/mcp" echo "$ECHO_ARGS"
-    stop "$SERVER_PID"
-  else
-    NOTES+=("mcp-proxy did not start (see its log above)")
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+  ((ROUNDS == 1)) || log "round $ROUND of $ROUNDS"
+  if wants direct; then
+    measure direct "direct (bare rmcp)" "$UPSTREAM_PID" "$UPSTREAM_URL" echo "$ECHO_ARGS"
   fi
-  SERVER_PID=""
-fi
+  if wants toolgate-own; then
+    DEFAULT_OWN_ARGS='{"expression":"1+1"}'
+    toolgate_row toolgate-own "toolgate, own tool" "" "${TOOLGATE_OWN_TOOL:-calculator}" \
+      "${TOOLGATE_OWN_ARGS:-$DEFAULT_OWN_ARGS}"
+  fi
+  PROXIED="${TOOLGATE_PROXIED_TOOL:-bare__echo}"
+  if wants toolgate-http; then
+    toolgate_row toolgate-http "toolgate → bare (HTTP)" \
+      "$(write_config toolgate-http "${TOOLGATE_HTTP_CONFIG:-}" "$HTTP_TEMPLATE")" "$PROXIED" "$ECHO_ARGS"
+  fi
+  if wants toolgate-stdio; then
+    toolgate_row toolgate-stdio "toolgate → bare (stdio)" \
+      "$(write_config toolgate-stdio "${TOOLGATE_STDIO_CONFIG:-}" "$STDIO_TEMPLATE")" "$PROXIED" "$ECHO_ARGS"
+  fi
+  if wants mcp-proxy; then
+    port="$(free_port)"
+    if SERVER_PID="$(launch mcp-proxy "$port" "$(printf '%q' "$VENV/bin/mcp-proxy") --log-level WARNING --host 127.0.0.1 --port $port -- $(printf '%q' "$LOADGEN") bare-server --stdio")"; then
+      measure mcp-proxy "mcp-proxy $MCP_PROXY_VERSION → bare (stdio)" "$SERVER_PID" \
+        "http://127.0.0.1:$port/mcp" echo "$ECHO_ARGS"
+      stop "$SERVER_PID"
+    else
+      NOTES+=("mcp-proxy did not start (see its log above)")
+    fi
+    SERVER_PID=""
+  fi
+done
 stop "$UPSTREAM_PID"
 UPSTREAM_PID=""
 
@@ -336,8 +352,24 @@ NOTES_TEXT="$(printf '%s\n' "${NOTES[@]+"${NOTES[@]}"}")"
 "$PYTHON" - "$RESULTS" "$NOTES_TEXT" >"$TABLE" <<PY
 import json, sys
 
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+from statistics import median
+
+runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 notes = [n for n in sys.argv[2].splitlines() if n]
+# One row per path: the median of each figure over the rounds (peak RSS: the max).
+groups = {}
+for run in runs:
+    groups.setdefault(run["row"], []).append(run)
+rows = []
+for group in groups.values():
+    row = dict(group[0])
+    for key in ("rps", "p50_ms", "p99_ms", "front_cpu_us_per_call", "upstream_cpu_us_per_call"):
+        row[key] = median(r[key] for r in group)
+    for key in ("front_peak_rss_kib", "children_peak_rss_kib"):
+        row[key] = max(r[key] for r in group)
+    row["errors"] = sum(r["errors"] for r in group)
+    row["all_rps"] = [r["rps"] for r in group]
+    rows.append(row)
 by = {r["row"]: r for r in rows}
 
 def ratio(a, b):
@@ -349,7 +381,8 @@ def fmt(value):
     return "–" if value is None else f"{value:.2f}×"
 
 print("MCP \`tools/call\` of a bare rmcp upstream's \`echo\`, closed loop: "
-      "$CONCURRENCY concurrent sessions, ${WARMUP} s warm-up + ${DURATION} s measured per row.")
+      "$CONCURRENCY concurrent sessions, ${WARMUP} s warm-up + ${DURATION} s measured per row"
+      + ("." if $ROUNDS == 1 else ", $ROUNDS interleaved rounds (medians shown, peak RSS is the max)."))
 print()
 print("Machine: $NCPU CPU(s), $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1); "
       "pinning: $PIN_NOTE. CPU per call counts warm-up calls too (CPU time over the whole load / calls).")
@@ -372,6 +405,9 @@ for row in ("toolgate-http", "toolgate-stdio"):
         added, ref = by[row]["front_cpu_us_per_call"], own["front_cpu_us_per_call"]
         print(f"- toolgate's CPU per proxied call ({by[row]['label']}): {added:.0f} µs vs {ref:.0f} µs for its own tool "
               f"({'meets' if added <= ref else 'MISSES'} the target)")
+if $ROUNDS > 1:
+    for r in rows:
+        print(f"- {r['label']} req/s per round: " + ", ".join(f"{x:.0f}" for x in r["all_rps"]))
 for n in notes:
     print(f"- note: {n}")
 PY

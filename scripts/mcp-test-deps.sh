@@ -4,9 +4,12 @@
 # - npm: @modelcontextprotocol/server-everything and server-filesystem, pinned by
 #   tests/mcp-servers/package-lock.json, `npm ci` into .test-deps/npm (git-ignored) only when the
 #   lock file changed; TOOLGATE_TEST_NPM_DIR is that folder (node_modules/ inside).
-# - Python: the official `mcp` SDK pinned in tests/interop/requirements.txt, in the same venv
-#   as the interop suite (target/interop-venv); TOOLGATE_TEST_PYTHON is its python, which runs
-#   crates/gateway/tests/fixtures/py_server.py.
+# - Python: the official `mcp` SDK pinned in tests/interop/requirements.txt, in a venv of its
+#   own, .test-deps/mcp-venv (git-ignored), made from a system python (/usr/bin/python3 where it
+#   exists) so that the sandbox's program user (nobody) can read the interpreter: a python under
+#   a 0700 home (pyenv's under /root) cannot run at `standard` or `strict`. TOOLGATE_TEST_PYTHON
+#   is its python, which runs crates/gateway/tests/fixtures/py_server.py. (The interop suite
+#   keeps its own venv, target/interop-venv.)
 # Needs Node.js 18 or later and python3 with venv. Leaves the caller's working directory as it was.
 mcp_test_deps() {
   local repo npm_dir lock_sum stamp
@@ -29,6 +32,15 @@ mcp_test_deps() {
 
   # shellcheck source=scripts/venv.sh
   source "$repo/scripts/venv.sh"
-  (cd "$repo" && pinned_venv target/interop-venv tests/interop/requirements.txt mcp pytest) || return 1
-  export TOOLGATE_TEST_PYTHON="$repo/target/interop-venv/bin/python"
+  local base_python=python3
+  if [ -x /usr/bin/python3 ]; then
+    base_python=/usr/bin/python3
+  fi
+  (cd "$repo" && PINNED_VENV_PYTHON="$base_python" pinned_venv .test-deps/mcp-venv tests/interop/requirements.txt mcp) || return 1
+  export TOOLGATE_TEST_PYTHON="$repo/.test-deps/mcp-venv/bin/python"
+  # The sandbox's user must be able to walk to the fixtures: say so when it cannot.
+  if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 \
+    && ! setpriv --reuid=nobody --regid=nogroup --clear-groups test -r "$repo/crates/gateway/tests/fixtures/py_server.py" 2>/dev/null; then
+    echo "mcp-test-deps: note: the sandbox user (nobody) cannot read $repo (a 0700 folder on the way?); the sandboxed upstream tests will fail at standard/strict" >&2
+  fi
 }

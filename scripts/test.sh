@@ -101,7 +101,7 @@ cargo deny --locked check licenses bans sources
 # The gateway's tests run real MCP servers: the official everything and filesystem servers
 # (npm, pinned in tests/mcp-servers/) and a Python server on the official `mcp` SDK. Exports
 # TOOLGATE_TEST_NPM_DIR and TOOLGATE_TEST_PYTHON; with CI=true a test finding them missing fails.
-step "MCP servers for the gateway's tests (npm: .test-deps/npm; Python: target/interop-venv)"
+step "MCP servers for the gateway's tests (npm: .test-deps/npm; Python: .test-deps/mcp-venv)"
 # shellcheck source=scripts/mcp-test-deps.sh
 source scripts/mcp-test-deps.sh
 mcp_test_deps

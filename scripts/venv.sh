@@ -1,14 +1,15 @@
 # Sourced by the test scripts that need Python packages: `pinned_venv VENV REQUIREMENTS MODULE...`
 # creates VENV when missing and installs REQUIREMENTS (every line `name==version`) only when the
 # venv does not already hold exactly those versions with the MODULEs importable, so a second run
-# works offline. Sets `py` to the venv's python.
+# works offline. Sets `py` to the venv's python. PINNED_VENV_PYTHON names the python to create
+# the venv with (default: python3 on PATH).
 pinned_venv() {
   local venv="$1" requirements="$2"
   shift 2
   py="$venv/bin/python"
   if [ ! -x "$py" ]; then
     echo "==> creating $venv"
-    python3 -m venv "$venv"
+    "${PINNED_VENV_PYTHON:-python3}" -m venv "$venv"
   fi
   if ! "$py" - "$requirements" "$@" <<'PY' >/dev/null 2>&1
 import importlib

@@ -20,6 +20,7 @@ Examples:
   toolgate tools export --format openai --strict
   toolgate tools add tools/get_weather.toml && toolgate tools history get_weather
   toolgate audit --limit 5 && toolgate audit verify
+  toolgate servers list && toolgate servers approve files --all   # upstream MCP servers
 
 Logs go to standard error; set TOOLGATE_LOG=debug (or RUST_LOG) for more.";
 
@@ -228,7 +229,12 @@ pub struct AddServerArgs {
     )]
     pub command: Option<PathBuf>,
     /// The arguments of --command, after `--`.
-    #[arg(last = true, value_name = "ARGS", requires = "command")]
+    #[arg(
+        last = true,
+        value_name = "ARGS",
+        requires = "command",
+        conflicts_with = "url"
+    )]
     pub args: Vec<String>,
     /// A Streamable HTTP endpoint (reached through the network policy).
     #[arg(long, value_name = "URL")]
@@ -237,7 +243,7 @@ pub struct AddServerArgs {
     #[arg(long)]
     pub approve: bool,
     /// The sandbox level of a --command server [default: standard].
-    #[arg(long, value_enum, requires = "command")]
+    #[arg(long, value_enum, requires = "command", conflicts_with = "url")]
     pub isolation: Option<IsolationArg>,
     /// Print JSON.
     #[arg(long)]

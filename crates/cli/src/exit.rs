@@ -29,9 +29,10 @@ pub const CODES: [(u8, &str); 5] = [
     ),
     (
         FAILURE,
-        "a call returned an error result, a definition file is invalid or unreadable, a tool was
-not found, a change to the store was refused (plan limit, duplicate, built-in), the tools
-cannot be exported as asked, or `audit verify` found the log altered",
+        "a call returned an error result, a definition file is invalid or unreadable, a tool or
+server was not found, a change to the store was refused (plan limit, duplicate, built-in, a
+server entry that is invalid or taken, nothing to approve), the tools cannot be exported as
+asked, or `audit verify` found the log altered",
     ),
     (
         USAGE,

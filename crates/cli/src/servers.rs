@@ -7,13 +7,14 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use toolgate_runtime::OpError;
 use toolgate_runtime::servers::Manager;
 
 use crate::app::App;
-use crate::cli::{ApproveServerArgs, ServerArgs, ServersCommand};
+use crate::cli::{AddServerArgs, ApproveServerArgs, ImportServersArgs, ServerArgs, ServersCommand};
 use crate::exit;
 use crate::servers_render as render;
 
@@ -75,8 +76,16 @@ pub async fn run(app: &App, cmd: &ServersCommand) -> anyhow::Result<ExitCode> {
         ServersCommand::Show(ServerArgs { name, json }) => {
             answer(servers.show(&me, name), *json, render::show)
         }
+        // Started (if it can be) and listed now: a one-shot command has started nothing yet.
         ServersCommand::Tools(ServerArgs { name, json }) => {
-            answer(servers.tools(&me, name), *json, tools_text)
+            let tools = servers.tools_now(&me, name).await;
+            // A server that could not start lists what is stored; say why on stderr.
+            if let Ok(summary) = servers.summary(&me, name)
+                && let Some(error) = &summary.state.error
+            {
+                eprintln!("warning: server {name} is {}: {error}", summary.state.state);
+            }
+            answer(tools, *json, tools_text)
         }
         ServersCommand::Approve(ApproveServerArgs {
             name,
@@ -96,14 +105,48 @@ pub async fn run(app: &App, cmd: &ServersCommand) -> anyhow::Result<ExitCode> {
         ServersCommand::Rm(ServerArgs { name, json }) => {
             answer(servers.remove(manager, name).await, *json, render::removed)
         }
-        ServersCommand::Add(_) | ServersCommand::Import(_) => {
-            let _ = (render::added, render::imported);
-            eprintln!(
-                "error: `toolgate servers add` and `servers import` are not in this build yet; declare the server under [servers.NAME] in the config file meanwhile"
-            );
-            Ok(exit::code(exit::USAGE))
+        ServersCommand::Add(args) => answer(
+            servers
+                .add(manager, &args.name, add_entry(args), args.approve)
+                .await,
+            args.json,
+            render::added,
+        ),
+        ServersCommand::Import(args) => {
+            let text = std::fs::read_to_string(&args.file)
+                .with_context(|| format!("reading {}", args.file.display()))?;
+            if args.store {
+                answer(
+                    servers.import(manager, &text, false).await,
+                    args.json,
+                    render::imported,
+                )
+            } else {
+                import_as_toml(args, &text)
+            }
         }
     }
+}
+
+/// The entry `servers add` gives: the command and its arguments (and isolation), or the url.
+fn add_entry(args: &AddServerArgs) -> Value {
+    let mut entry = serde_json::Map::new();
+    if let Some(command) = &args.command {
+        entry.insert("command".into(), json!(command));
+        if !args.args.is_empty() {
+            entry.insert("args".into(), json!(args.args));
+        }
+    }
+    if let Some(url) = &args.url {
+        entry.insert("url".into(), json!(url));
+    }
+    if let Some(isolation) = args.isolation {
+        entry.insert(
+            "isolation".into(),
+            json!(toolgate_core::Isolation::from(isolation)),
+        );
+    }
+    Value::Object(entry)
 }
 
 /// `servers tools NAME`'s text from its view (`{server, tools}`).
@@ -115,4 +158,92 @@ fn tools_text(view: &Value) -> String {
         .map(Vec::as_slice)
         .unwrap_or_default();
     render::tools(server, tools)
+}
+
+/// Whether `path` is a file someone may execute.
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The `[servers.NAME]` names a config file declares already.
+fn declared_servers(config: &str) -> Vec<String> {
+    toml::from_str::<toml::Table>(config)
+        .ok()
+        .and_then(|t| {
+            t.get("servers")
+                .and_then(|s| s.as_table())
+                .map(|s| s.keys().cloned().collect())
+        })
+        .unwrap_or_default()
+}
+
+/// `servers import FILE` (printing TOML) and `--write CONFIG` (appending it).
+fn import_as_toml(args: &ImportServersArgs, json: &str) -> anyhow::Result<ExitCode> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let resolve = toolgate_gateway::import::path_resolver(path, is_executable);
+    let import = match toolgate_gateway::import::from_mcp_servers(json, &resolve) {
+        Ok(import) => import,
+        Err(e) => {
+            eprintln!("error: {}: {e}", args.file.display());
+            return Ok(exit::code(exit::FAILURE));
+        }
+    };
+    let mut servers = import.servers;
+    for skipped in &import.skipped {
+        eprintln!("skipped {}: {}", skipped.name, skipped.reason);
+    }
+    for note in &import.notes {
+        eprintln!("note: {note}");
+    }
+    let Some(config) = &args.write else {
+        write!(
+            std::io::stdout().lock(),
+            "{}",
+            toolgate_gateway::import::to_toml(&servers)?
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let existing = match std::fs::read_to_string(config) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("reading {}", config.display())));
+        }
+    };
+    let taken = declared_servers(&existing);
+    servers.retain(|(name, _)| {
+        let clash = taken.iter().any(|t| t == name.as_str());
+        if clash {
+            eprintln!(
+                "skipped {name}: {} declares [servers.{name}] already",
+                config.display()
+            );
+        }
+        !clash
+    });
+    if servers.is_empty() {
+        eprintln!("Nothing to write to {}.", config.display());
+        return Ok(exit::code(exit::FAILURE));
+    }
+    let mut text = existing;
+    if !text.is_empty() && !text.ends_with("\n\n") {
+        text.push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
+    }
+    text.push_str(&toolgate_gateway::import::to_toml(&servers)?);
+    std::fs::write(config, text).with_context(|| format!("writing {}", config.display()))?;
+    let names: Vec<&str> = servers.iter().map(|(n, _)| n.as_str()).collect();
+    writeln!(
+        std::io::stdout().lock(),
+        "Wrote {} to {}: {}. Their tools wait for approval once toolgate starts them (`toolgate --config {} servers list`).",
+        if names.len() == 1 {
+            "1 server".to_owned()
+        } else {
+            format!("{} servers", names.len())
+        },
+        config.display(),
+        names.join(", "),
+        config.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -58,16 +58,9 @@ fn plural(count: u64, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
 
-/// Tools served and waiting for approval, from a summary (`tools` is a count) or a detail
-/// (`tools` is the list, whose approved ones are served).
+/// Tools served and waiting for approval, from a summary or a detail.
 fn counts(view: &Value) -> (u64, u64) {
-    match view.get("tools") {
-        Some(Value::Array(list)) => (
-            list.iter().filter(|t| s(t, "status") == "approved").count() as u64,
-            n(view, "pendingChanges"),
-        ),
-        _ => (n(view, "tools"), n(view, "pendingChanges")),
-    }
+    (n(view, "toolsServed"), n(view, "pendingChanges"))
 }
 
 /// The state as one word, with the error after it for a failed server.
@@ -97,7 +90,7 @@ pub fn list(view: &Value) -> String {
                 s(v, "transport").to_owned(),
                 s(v, "source").to_owned(),
                 s(v, "state").to_owned(),
-                n(v, "tools").to_string(),
+                n(v, "toolsServed").to_string(),
                 n(v, "pendingChanges").to_string(),
             ]
         })
@@ -166,7 +159,7 @@ pub fn changes(tool: &Value, indent: &str) -> String {
 pub fn tools(server: &str, tools: &[Value]) -> String {
     if tools.is_empty() {
         return format!(
-            "Server {server} has listed no tools yet (it starts on first use; `toolgate servers restart {server}` starts it now).\n"
+            "Server {server} has listed no tools yet: it starts on first use (`toolgate servers restart {server}` starts it now; `toolgate servers show {server}` says why one that failed did).\n"
         );
     }
     let rows = tools
@@ -194,9 +187,7 @@ pub fn tools(server: &str, tools: &[Value]) -> String {
                 ));
                 notes.push_str(&changes(t, "  "));
             }
-            "pending" => notes.push_str(&format!(
-                "\n{upstream} was never approved (withheld until approved).\n"
-            )),
+            "pending" => {}
             "refused" => notes.push_str(&format!(
                 "\n{upstream} cannot be served: {}\n",
                 t.get("reason")
@@ -205,6 +196,17 @@ pub fn tools(server: &str, tools: &[Value]) -> String {
             )),
             _ => {}
         }
+    }
+    let new: Vec<&str> = tools
+        .iter()
+        .filter(|t| s(t, "status") == "pending")
+        .map(|t| s(t, "upstreamName"))
+        .collect();
+    if !new.is_empty() {
+        notes.push_str(&format!(
+            "\nNever approved (withheld until approved): {}\n",
+            new.join(", ")
+        ));
     }
     if !notes.is_empty() {
         text.push_str(&notes);
@@ -294,7 +296,7 @@ pub fn restarted(summary: &Value) -> String {
     let mut text = format!(
         "Restarted {name}: {}, {} served, {} waiting for approval\n",
         state_line(summary),
-        plural(n(summary, "tools"), "tool", "tools"),
+        plural(n(summary, "toolsServed"), "tool", "tools"),
         n(summary, "pendingChanges")
     );
     if n(summary, "pendingChanges") > 0 {
@@ -398,11 +400,11 @@ mod tests {
     fn servers() -> Value {
         json!({ "servers": [
             { "name": "files", "transport": "stdio", "source": "config", "state": "ready",
-              "eager": false, "tools": 14, "pendingChanges": 0 },
+              "eager": false, "toolsServed": 14, "pendingChanges": 0 },
             { "name": "py", "transport": "stdio", "source": "store", "state": "ready",
-              "eager": true, "tools": 6, "pendingChanges": 1 },
+              "eager": true, "toolsServed": 6, "pendingChanges": 1 },
             { "name": "tickets", "transport": "http", "source": "store", "state": "failed",
-              "error": "connection refused (127.0.0.1:9)", "eager": false, "tools": 0, "pendingChanges": 0 }
+              "error": "connection refused (127.0.0.1:9)", "eager": false, "toolsServed": 0, "pendingChanges": 0 }
         ]})
     }
 
@@ -420,7 +422,7 @@ mod tests {
     fn show_has_the_facts_the_entry_and_a_diff_of_a_quarantined_tool() {
         let view = json!({
             "name": "py", "transport": "stdio", "source": "store", "state": "ready",
-            "eager": true, "tools": 1, "pendingChanges": 2,
+            "eager": true, "toolsServed": 1, "pendingChanges": 2,
             "entry": { "command": "/usr/bin/python3", "args": ["server.py"], "env": { "TOKEN": "[REDACTED]" } },
             "tools": [
                 { "upstreamName": "echo", "name": "py__echo", "status": "approved",
@@ -441,7 +443,7 @@ mod tests {
             "name": "tickets", "transport": "stdio", "source": "config", "state": "failed",
             "error": "the process exited with status 1 before answering initialize",
             "stderrTail": "Traceback (most recent call last):\nModuleNotFoundError: No module named 'mcp'",
-            "eager": false, "tools": 0, "pendingChanges": 0, "entry": { "command": "/usr/bin/python3" }, "tools": []
+            "eager": false, "toolsServed": 0, "pendingChanges": 0, "entry": { "command": "/usr/bin/python3" }, "tools": []
         });
         insta::assert_snapshot!(show(&view));
     }
@@ -452,7 +454,7 @@ mod tests {
             { "upstreamName": "drifting", "name": "py__drifting", "status": "approved", "hash": "b".repeat(64) }
         ]});
         let restarted_view = json!({ "name": "py", "transport": "stdio", "source": "store",
-            "state": "ready", "eager": true, "tools": 6, "pendingChanges": 1 });
+            "state": "ready", "eager": true, "toolsServed": 6, "pendingChanges": 1 });
         let removed_view = json!({ "name": "py", "toolsRemoved": ["py__echo", "py__drifting"] });
         let import_view = json!({ "added": ["files", "everything"], "skipped": [
             { "name": "weird", "reason": "neither command nor url; give one of them" } ],

@@ -48,7 +48,10 @@ pub mod telemetry;
 mod tool;
 mod validate;
 
-pub use content::{Content, EmbeddedResource};
+pub use content::{
+    Annotations, Content, ContentMeta, EmbeddedResource, Icon, IconTheme, Priority,
+    PriorityOutOfRange, Role,
+};
 pub use context::{
     AuthClaims, ClientBridge, ElicitAnswer, Extensions, HttpClient, HttpRequest, HttpResponse,
     LogLevel, Principal, ProgressSink, SamplingReply, SamplingRequest, ToolContext,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
-use toolgate_core::{Content, ErrorKind};
+use toolgate_core::{Content, ErrorKind, Role};
 use toolgate_gateway::upstream::Upstream;
 
 const PACKAGE: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
@@ -111,9 +111,15 @@ async fn echo_sum_structured_content_images_and_resources() {
         json!({"messageType": "success", "includeImage": true}),
     )
     .await;
-    assert_eq!(r.data(), Some(&json!("Operation completed successfully")));
+    // The message is annotated: it is attached as it came, not made a plain string.
+    assert_eq!(r.data(), Some(&json!(null)), "{:?}", r.error());
+    assert_eq!(
+        serde_json::to_value(&r.content[0]).unwrap(),
+        json!({"type": "text", "text": "Operation completed successfully", "annotations": {"priority": 0.7, "audience": ["user"]}})
+    );
     assert!(
-        matches!(&r.content[..], [Content::Image { mime_type, .. }] if mime_type == "image/png"),
+        matches!(&r.content[1..], [Content::Image { mime_type, annotations: Some(a), .. }]
+            if mime_type == "image/png" && a.audience == Some(vec![Role::User]) && a.priority.map(|p| p.get()) == Some(0.5)),
         "{:?}",
         r.content
     );
@@ -121,7 +127,7 @@ async fn echo_sum_structured_content_images_and_resources() {
     let r = call(&p, "get-tiny-image", json!({})).await;
     assert_eq!(r.data(), Some(&json!("Here's the image you requested:")));
     assert!(
-        matches!(&r.content[..], [Content::Image { .. }, Content::Text { text }] if text == "The image above is the MCP logo."),
+        matches!(&r.content[..], [Content::Image { .. }, Content::Text { text, .. }] if text == "The image above is the MCP logo."),
         "{:?}",
         r.content
     );
@@ -134,19 +140,29 @@ async fn echo_sum_structured_content_images_and_resources() {
     .await;
     assert_eq!(r.error(), None);
     assert!(
-        matches!(&r.content[..], [Content::Resource { resource }, Content::Text { .. }] if resource.text.is_some()),
+        matches!(&r.content[..], [Content::Resource { resource, .. }, Content::Text { .. }] if resource.text.is_some()),
         "{:?}",
         r.content
     );
 
     let r = call(&p, "get-resource-links", json!({"count": 2})).await;
     assert_eq!(r.error(), None);
-    let links = r
+    let links: Vec<&str> = r
         .content
         .iter()
-        .filter(|c| matches!(c, Content::Text { text } if text.starts_with("Resource ")))
-        .count();
-    assert_eq!(links, 2, "{:?}", r.content);
+        .filter_map(|c| match c {
+            Content::ResourceLink {
+                name, description, ..
+            } if description.is_some() => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        links,
+        ["Blob Resource 1", "Text Resource 2"],
+        "{:?}",
+        r.content
+    );
     up.stop().await;
 }
 
@@ -213,7 +229,7 @@ async fn sampling_and_elicitation_are_relayed_to_a_client_that_can() {
     assert!(
         r.content
             .iter()
-            .any(|c| matches!(c, Content::Text { text } if text.contains("- Name: Ada"))),
+            .any(|c| matches!(c, Content::Text { text, .. } if text.contains("- Name: Ada"))),
         "{:?}",
         r.content
     );

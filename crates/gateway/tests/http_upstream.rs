@@ -5,7 +5,7 @@
 #![cfg(test)]
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,12 +20,12 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use toolgate_core::{CancellationToken, ErrorKind};
+use toolgate_core::{BoxFuture, CancellationToken, ErrorKind};
 use toolgate_gateway::ServerEntry;
 use toolgate_gateway::upstream::http::{PolicyConnector, connect};
 use toolgate_gateway::upstream::{Connector, ServerState, Upstream};
 use toolgate_gateway::{GatewayError, GatewayErrorKind};
-use toolgate_net::NetPolicy;
+use toolgate_net::{NetPolicy, PolicyClient, Resolver};
 
 mod common;
 
@@ -574,4 +574,107 @@ async fn a_redirected_endpoint_is_refused_with_the_address_to_configure() {
         "{message}"
     );
     assert!(served.sessions.sessions.read().await.is_empty());
+}
+
+/// Resolves `tickets.internal` to a private address, and nothing else.
+struct Intranet;
+
+impl Resolver for Intranet {
+    fn lookup<'a>(&'a self, host: &'a str) -> BoxFuture<'a, std::io::Result<Vec<IpAddr>>> {
+        let found = (host == "tickets.internal").then(|| vec![IpAddr::from([10, 0, 0, 5])]);
+        Box::pin(async move {
+            found.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such host"))
+        })
+    }
+}
+
+/// The messages people read when a url entry is refused, in one snapshot.
+#[tokio::test]
+async fn refusal_messages_people_read() {
+    let mut transcript = String::new();
+    let mut note = |title: &str, text: String| {
+        transcript.push_str(&format!("## {title}\n{text}\n\n"));
+    };
+    let refused = |url: &'static str, headers: BTreeMap<String, String>, policy: NetPolicy| async move {
+        connect("tickets", url, &headers, policy)
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "(connected)".into())
+    };
+    note(
+        "a loopback address under the default policy",
+        refused(
+            "http://127.0.0.1:9/mcp",
+            BTreeMap::new(),
+            NetPolicy::default(),
+        )
+        .await,
+    );
+    let intranet = PolicyConnector::from_client(
+        PolicyClient::with_resolver(NetPolicy::default(), Arc::new(Intranet)).unwrap(),
+    );
+    note(
+        "a name that resolves to a private address",
+        intranet
+            .connect("tickets", "https://tickets.internal/mcp", &BTreeMap::new())
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default(),
+    );
+    note(
+        "a metadata address, even with private networks allowed",
+        refused(
+            "http://169.254.169.254/mcp",
+            BTreeMap::new(),
+            NetPolicy {
+                allow_private_network: true,
+                ..NetPolicy::default()
+            },
+        )
+        .await,
+    );
+    note(
+        "a scheme other than http and https",
+        refused(
+            "ftp://mcp.example.com/mcp",
+            BTreeMap::new(),
+            NetPolicy::default(),
+        )
+        .await,
+    );
+    note(
+        "headers MCP or HTTP set themselves, and a value with a line break",
+        refused(
+            "http://127.0.0.1:9/mcp",
+            BTreeMap::from([
+                ("Accept".to_owned(), "*/*".to_owned()),
+                ("Content-Length".to_owned(), "1".to_owned()),
+                ("Mcp-Param-Region".to_owned(), "eu".to_owned()),
+                ("X-Api-Key".to_owned(), "secret\r\nX-Evil: 1".to_owned()),
+                ("Bad Name".to_owned(), "x".to_owned()),
+            ]),
+            private_ok(),
+        )
+        .await,
+    );
+    let served = serve().await;
+    let up = url_upstream_at(format!("http://{}/old", served.addr), private_ok());
+    let redirected = up.tools().await.unwrap_err().to_string();
+    note(
+        "an endpoint that redirects",
+        redirected.replace(&served.addr.port().to_string(), "[PORT]"),
+    );
+    let up = url_upstream_at(format!("http://{}/nothing", served.addr), private_ok());
+    let not_mcp = up.tools().await.unwrap_err().to_string();
+    note(
+        "a url that is not an MCP endpoint",
+        not_mcp.replace(&served.addr.port().to_string(), "[PORT]"),
+    );
+    // Nothing listens on the discard port.
+    let up = url_upstream_at("http://127.0.0.1:9/mcp".into(), private_ok());
+    let nobody = up.tools().await.unwrap_err().to_string();
+    note("nothing listening", nobody);
+    insta::assert_snapshot!(transcript);
 }

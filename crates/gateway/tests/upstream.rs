@@ -170,9 +170,22 @@ async fn results_keep_text_structured_content_and_every_content_block() {
                     mime_type: Some("application/octet-stream".into()),
                     text: None,
                     blob: Some("AAEC".into()),
-                }
+                    meta: None,
+                },
+                annotations: None,
+                meta: None,
             },
-            Content::text("Resource linked: test://linked (text/plain)"),
+            Content::ResourceLink {
+                uri: "test://linked".into(),
+                name: "linked".into(),
+                title: None,
+                description: None,
+                mime_type: Some("text/plain".into()),
+                size: None,
+                icons: None,
+                annotations: None,
+                meta: None,
+            },
         ]
     );
 
@@ -185,6 +198,35 @@ async fn results_keep_text_structured_content_and_every_content_block() {
             Content::text("after the image")
         ]
     );
+}
+
+#[tokio::test]
+async fn annotations_meta_and_resource_links_are_kept() {
+    let (e, _dir, _record) = recording();
+    let (up, _) = upstream("tests", e);
+    let p = pipeline(&up);
+    let r = call(&p, "annotated", json!({})).await;
+    // The first text block carries annotations: it is no plain string, so every block is
+    // attached and the data is null (toolgate's MCP server then emits the blocks alone).
+    assert_eq!(r.data(), Some(&json!(null)), "{:?}", r.error());
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+    assert_eq!(
+        serde_json::to_value(&r.content).unwrap(),
+        json!([
+            {"type": "text", "text": "for the model", "annotations": {"audience": ["assistant"], "priority": 0.3, "lastModified": "2025-01-12T15:00:58Z"}},
+            {"type": "image", "data": png, "mimeType": "image/png", "annotations": {"audience": ["user"], "priority": 0.7}},
+            {"type": "resource_link", "uri": "test://linked", "name": "linked", "title": "Linked", "description": "A linked file", "mimeType": "text/plain", "size": 42,
+             "icons": [{"src": "https://example.com/icon.png", "mimeType": "image/png", "sizes": ["48x48"], "theme": "dark"}],
+             "annotations": {"priority": 1.0}, "_meta": {"example.com/origin": "test"}},
+            {"type": "resource", "resource": {"uri": "test://doc", "mimeType": "text/plain", "text": "a document", "_meta": {"version": 2}},
+             "_meta": {"example.com/note": "embedded"}, "annotations": {"audience": ["user", "assistant"]}}
+        ])
+    );
+    let Content::Image { annotations, .. } = &r.content[1] else {
+        panic!("{:?}", r.content)
+    };
+    let priority = annotations.as_ref().unwrap().priority.unwrap();
+    assert_eq!(priority.get(), 0.7);
 }
 
 #[tokio::test]

@@ -229,7 +229,7 @@ async fn upstream_tools_are_reviewed_served_through_the_pipeline_and_quarantined
     );
     let summary = &servers.list(&local()).servers[0];
     assert_eq!(
-        (summary.name.as_str(), summary.tools),
+        (summary.name.as_str(), summary.tools_served),
         ("py", 0),
         "{summary:?}"
     );

@@ -261,7 +261,18 @@ impl ServerHandler for McpHandler {
     ) -> Result<CallToolResponse, McpError> {
         let caller = self.caller(&context)?;
         let name = request.name.to_string();
-        if !caller.sees(&name) || self.gw.registry().get(&name).is_none() {
+        // A withheld name (an upstream tool in quarantine) goes on to the pipeline, which
+        // refuses it `unavailable` naming what changed and how to approve it.
+        let known = || {
+            self.gw.registry().get(&name).is_some()
+                || self
+                    .gw
+                    .registry()
+                    .withheld()
+                    .iter()
+                    .any(|(n, _)| n.as_str() == name)
+        };
+        if !caller.sees(&name) || !known() {
             return Err(unknown_tool(&name));
         }
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
@@ -909,3 +920,7 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+#[path = "mcp_forwarding_tests.rs"]
+mod forwarding_tests;

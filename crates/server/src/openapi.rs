@@ -16,7 +16,7 @@ fn wire_names<T: Copy>(all: &[T], f: impl Fn(T) -> &'static str) -> Value {
 }
 
 /// Every (method, path) in the document, in the router's spelling.
-pub const ROUTES: [(&str, &str); 26] = [
+pub const ROUTES: [(&str, &str); 27] = [
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/metrics"),
@@ -38,6 +38,7 @@ pub const ROUTES: [(&str, &str); 26] = [
     ("get", "/v1/export/{format}"),
     ("get", "/v1/events"),
     ("get", "/v1/servers"),
+    ("post", "/v1/servers"),
     ("get", "/v1/servers/{name}"),
     ("delete", "/v1/servers/{name}"),
     ("get", "/v1/servers/{name}/tools"),
@@ -532,7 +533,7 @@ fn schemas() -> Value {
                 "principal": { "type": "string" }, "fetchedAt": { "type": "string" },
                 "content": { "type": "array", "description": "Digests of the content blocks returned beside the data (not their bytes)",
                     "items": { "type": "object", "required": ["type", "bytes", "sha256"], "additionalProperties": false,
-                        "properties": { "type": { "enum": ["text", "image", "audio", "resource"] }, "mimeType": { "type": "string" },
+                        "properties": { "type": { "enum": ["text", "image", "audio", "resource", "resource_link"] }, "mimeType": { "type": "string" },
                             "uri": { "type": "string" }, "bytes": { "type": "integer", "minimum": 0 },
                             "sha256": { "type": "string", "pattern": "^[0-9a-f]{64}$" } } } } }
         },
@@ -572,6 +573,15 @@ fn schemas() -> Value {
     schemas
 }
 
+/// Server names as the gateway's rule has them: 1 to 32 lowercase letters, digits and single
+/// underscores, starting with a letter and not ending with an underscore.
+fn server_name_schema() -> Value {
+    json!({
+        "type": "string", "pattern": "^[a-z](_?[a-z0-9])*$", "minLength": 1, "maxLength": 32,
+        "description": "The server's name (the SERVER of SERVER__TOOL)"
+    })
+}
+
 /// A server's lifecycle states, as the views spell them.
 const SERVER_STATES: [&str; 4] = ["stopped", "starting", "ready", "failed"];
 
@@ -581,12 +591,15 @@ fn add_servers(doc: &mut Value) {
     let name = path_param(
         "name",
         "Server name (the SERVER of SERVER__TOOL)",
-        json!({ "type": "string", "minLength": 1 }),
+        server_name_schema(),
     );
     let paths = json!({
         "/v1/servers": {
             "get": op("Every upstream MCP server: transport, where it is declared, state, tools served and waiting for approval", json!([]), None,
                 ("200", json_body("ServerList", "The servers, by name")), &["401"]),
+            "post": op("Add (store) a server and list its tools (needs toolgate.servers.manage); they wait for approval unless approve is true. An invalid name or entry is a 422 listing every problem", json!([]),
+                Some(json!({ "required": true, "content": { "application/json": { "schema": schema_ref("AddServer") } } })),
+                ("201", json_body("ServerDetail", "Added: the server as listed (or failed to start, its state says why)")), &["400", "401", "403", "409", "413", "415", "422"]),
         },
         "/v1/servers/{name}": {
             "get": op("One server: its state (with the last error and stderr), its entry (literal secrets redacted) and its tools", json!([name.clone()]), None,
@@ -623,10 +636,11 @@ fn add_servers(doc: &mut Value) {
         "eager": { "type": "boolean" },
     });
     let mut summary_props = state_props.clone();
-    summary_props["tools"] = json!({ "type": "integer", "minimum": 0, "description": "How many of its tools are served" });
+    summary_props["toolsServed"] = json!({ "type": "integer", "minimum": 0, "description": "How many of its tools are served" });
     summary_props["pendingChanges"] = json!({ "type": "integer", "minimum": 0, "description": "How many of its tools wait for approval" });
     let mut detail_props = state_props;
     detail_props["pendingChanges"] = summary_props["pendingChanges"].clone();
+    detail_props["toolsServed"] = summary_props["toolsServed"].clone();
     detail_props["entry"] = json!({ "type": "object", "description": "The entry as declared, literal environment and header values replaced by [REDACTED]" });
     detail_props["tools"] = json!({ "type": "array", "items": schema_ref("ServerTool") });
     let summary_required = json!([
@@ -635,7 +649,7 @@ fn add_servers(doc: &mut Value) {
         "source",
         "state",
         "eager",
-        "tools",
+        "toolsServed",
         "pendingChanges"
     ]);
     let schemas = json!({
@@ -645,7 +659,7 @@ fn add_servers(doc: &mut Value) {
             "properties": { "servers": { "type": "array", "items": schema_ref("ServerSummary") } }
         },
         "ServerDetail": {
-            "type": "object", "required": ["name", "transport", "source", "state", "eager", "pendingChanges", "entry", "tools"],
+            "type": "object", "required": ["name", "transport", "source", "state", "eager", "toolsServed", "pendingChanges", "entry", "tools"],
             "properties": detail_props
         },
         "ServerTool": {
@@ -676,6 +690,14 @@ fn add_servers(doc: &mut Value) {
             },
             "oneOf": [ { "required": ["tools"], "not": { "required": ["all"] } }, { "required": ["all"], "not": { "required": ["tools"] } } ]
         },
+        "AddServer": {
+            "type": "object", "required": ["name", "entry"], "additionalProperties": false,
+            "properties": {
+                "name": server_name_schema(),
+                "entry": { "type": "object", "description": "As [servers.NAME] in the config file: command and args (stdio) or url and headers (Streamable HTTP), and the other keys" },
+                "approve": { "type": "boolean", "description": "Approve the tools of this first sight up front" }
+            }
+        },
         "ApprovedTools": {
             "type": "object", "required": ["server", "by", "approved"],
             "properties": { "server": { "type": "string" }, "by": { "type": "string" },
@@ -694,6 +716,19 @@ fn add_servers(doc: &mut Value) {
             all.insert(name.clone(), schema.clone());
         }
     }
+    // An added server leads to its reads, restart, approval and removal.
+    let link = |path: &str, method: &str| {
+        json!({
+            "operationRef": format!("#/paths/{}/{method}", path.replace('~', "~0").replace('/', "~1")),
+            "parameters": { "name": "$response.body#/name" }
+        })
+    };
+    doc["paths"]["/v1/servers"]["post"]["responses"]["201"]["links"] = json!({
+        "GetServer": link("/v1/servers/{name}", "get"),
+        "ServerTools": link("/v1/servers/{name}/tools", "get"),
+        "RestartServer": link("/v1/servers/{name}/restart", "post"),
+        "RemoveServer": link("/v1/servers/{name}", "delete"),
+    });
     let health = &mut doc["components"]["schemas"]["Health"];
     health["properties"]["servers"] = json!({
         "type": "array", "description": "Each upstream MCP server's state (details: GET /v1/servers)",

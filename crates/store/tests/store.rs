@@ -617,6 +617,15 @@ async fn content_digests_body(db: &TestDb) {
             "text/csv",
             "a,b\n1,2",
         ));
+        // A link (annotated, as upstream MCP servers send them) is recorded like the others.
+        let mut link = toolgate_core::Content::resource_link("chart://1.csv", "chart.csv");
+        if let toolgate_core::Content::ResourceLink { mime_type, .. } = &mut link {
+            *mime_type = Some("text/csv".into());
+        }
+        ctx.attach(link.with_annotations(toolgate_core::Annotations {
+            audience: Some(vec![toolgate_core::Role::User]),
+            ..Default::default()
+        }));
         Ok(json!({"points": 2}))
     });
     let registry = Arc::new(Registry::new());
@@ -641,7 +650,8 @@ async fn content_digests_body(db: &TestDb) {
         serde_json::to_value(&finished.content).unwrap(),
         json!([
             {"type": "image", "mimeType": "image/png", "bytes": png.len(), "sha256": sha(png)},
-            {"type": "resource", "mimeType": "text/csv", "uri": "chart://1", "bytes": 7, "sha256": sha("a,b\n1,2")}
+            {"type": "resource", "mimeType": "text/csv", "uri": "chart://1", "bytes": 7, "sha256": sha("a,b\n1,2")},
+            {"type": "resource_link", "mimeType": "text/csv", "uri": "chart://1.csv", "bytes": 13, "sha256": sha("chart://1.csv")}
         ])
     );
     let wire = serde_json::to_value(&finished).unwrap();

@@ -5,7 +5,8 @@
 //!   installed by `scripts/test.sh` (`scripts/mcp-test-deps.sh`) into `.test-deps/npm`, pinned by
 //!   `tests/mcp-servers/package-lock.json`; [`NPM_DIR_VAR`] names the folder.
 //! - A Python server on the official `mcp` SDK, `crates/gateway/tests/fixtures/py_server.py`,
-//!   run by the python in [`PYTHON_VAR`] (the interop suite's venv, `target/interop-venv`).
+//!   run by the python in [`PYTHON_VAR`] (`.test-deps/mcp-venv`, made from a system python the
+//!   sandbox's user can read, so the server runs at `standard` and `strict` too).
 //!
 //! When a variable is unset the default place in the repository is tried; set to the empty
 //! string it means "not here" (`scripts/test.sh --quick` does that, so the quick tier never
@@ -28,7 +29,7 @@ use std::path::{Path, PathBuf};
 /// The folder holding `node_modules/` with the npm MCP servers (`.test-deps/npm` by default).
 pub const NPM_DIR_VAR: &str = "TOOLGATE_TEST_NPM_DIR";
 
-/// The python that has the official `mcp` package (`target/interop-venv/bin/python` by default).
+/// The python that has the official `mcp` package (`.test-deps/mcp-venv/bin/python` by default).
 pub const PYTHON_VAR: &str = "TOOLGATE_TEST_PYTHON";
 
 /// How to install what is missing, for the messages.
@@ -202,7 +203,7 @@ pub fn python(what: &str) -> Option<PathBuf> {
     let python = match configured(PYTHON_VAR) {
         Some(None) => return missing(what, &format!("the Python MCP SDK ({PYTHON_VAR} is empty)")),
         Some(Some(p)) => absolute(p),
-        None => repo_root().join("target/interop-venv/bin/python"),
+        None => repo_root().join(".test-deps/mcp-venv/bin/python"),
     };
     if !python.is_file() {
         return missing(
@@ -211,6 +212,34 @@ pub fn python(what: &str) -> Option<PathBuf> {
         );
     }
     Some(python)
+}
+
+/// Why a process running as another, unprivileged user (the sandbox's program user, `nobody`)
+/// cannot read `path`, if it cannot by the permission bits for "others": the first folder on the
+/// way it cannot enter (a 0700 home, say), or the file itself. `None` when it can. For the
+/// messages of tests that run fixtures inside the sandbox.
+pub fn blocked_for_others(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    for dir in path.ancestors().skip(1) {
+        let mode = std::fs::metadata(dir).ok()?.permissions().mode();
+        if mode & 0o001 == 0 {
+            return Some(format!(
+                "{} lives under {} (mode {:o}), which the sandbox's user cannot enter; check the repository out (or point the fixture variables) somewhere others can read",
+                path.display(),
+                dir.display(),
+                mode & 0o777
+            ));
+        }
+    }
+    let mode = std::fs::metadata(&path).ok()?.permissions().mode();
+    (mode & 0o004 == 0).then(|| {
+        format!(
+            "{} (mode {:o}) is not readable by others, so not by the sandbox's user",
+            path.display(),
+            mode & 0o777
+        )
+    })
 }
 
 /// The path of the Python fixture server (`crates/gateway/tests/fixtures/py_server.py`).
@@ -243,6 +272,27 @@ mod tests {
             launch.toml_entry("files"),
             "[servers.files]\ncommand = \"/usr/bin/node\"\nargs = [\"/x/a \\\"b\\\".js\", \"stdio\"]\n"
         );
+    }
+
+    #[test]
+    fn a_folder_others_cannot_enter_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = open.join("f.py");
+        std::fs::write(&file, "").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let why = blocked_for_others(&file).unwrap();
+        assert!(why.contains("mode 700"), "{why}");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        if blocked_for_others(dir.path().parent().unwrap()).is_none() {
+            assert_eq!(blocked_for_others(&file), None);
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+            assert!(blocked_for_others(&file).unwrap().contains("mode 600"));
+        }
     }
 
     #[test]

@@ -126,7 +126,7 @@ pub fn principal(
 async fn gateway(
     launcher: &Path,
     options: GatewayOptions,
-    network: NetPolicy,
+    base: Config,
     root: &Path,
     db: &(DbUrl, StoreOptions),
 ) -> Arc<Gateway> {
@@ -144,8 +144,7 @@ async fn gateway(
     } = options;
     let mut config = Config {
         plan: Some(plan.name.clone()),
-        network,
-        ..Config::default()
+        ..base
     };
     if matches!(db.0, DbUrl::Postgres(_)) {
         // An audit log in PostgreSQL needs its checkpoint key outside the database.
@@ -222,12 +221,22 @@ impl Harness {
         options: GatewayOptions,
         network: NetPolicy,
     ) -> Self {
+        let config = Config {
+            network,
+            ..Config::default()
+        };
+        Self::with_config(launcher, options, config).await
+    }
+
+    /// Like [`Harness::with_options`], with the parts of a config file that `options` does not
+    /// carry taken from `config` (`[network]`, `[servers]`, …; its plan is `options`' plan).
+    pub async fn with_config(launcher: &Path, options: GatewayOptions, config: Config) -> Self {
         let dir = must(tempfile::tempdir(), "a temporary directory");
         let db = (
             DbUrl::Sqlite(dir.path().join("t.db")),
             StoreOptions::default(),
         );
-        Self::on(launcher, options, network, dir, db).await
+        Self::on(launcher, options, config, dir, db).await
     }
 
     /// A gateway on a fresh PostgreSQL schema, or `None` (with a note) when PostgreSQL is
@@ -245,7 +254,7 @@ impl Harness {
             Self::on(
                 launcher,
                 options,
-                NetPolicy::default(),
+                Config::default(),
                 must(tempfile::tempdir(), "a temporary directory"),
                 db,
             )
@@ -256,12 +265,12 @@ impl Harness {
     async fn on(
         launcher: &Path,
         options: GatewayOptions,
-        network: NetPolicy,
+        config: Config,
         dir: tempfile::TempDir,
         db: (DbUrl, StoreOptions),
     ) -> Self {
         toolgate_server::install_prometheus();
-        let gw = gateway(launcher, options, network, dir.path(), &db).await;
+        let gw = gateway(launcher, options, config, dir.path(), &db).await;
         let router = gw.router();
         Self {
             gw,
@@ -279,7 +288,7 @@ impl Harness {
         gateway(
             &self.launcher,
             options,
-            NetPolicy::default(),
+            Config::default(),
             self.dir.path(),
             &self.db,
         )

@@ -166,4 +166,23 @@ mod tests {
         assert!(capped.content.is_empty());
         assert!(capped.truncated);
     }
+
+    #[test]
+    fn annotations_meta_and_links_count_toward_the_limit() {
+        let mut meta = serde_json::Map::new();
+        meta.insert("note".into(), json!("x".repeat(20)));
+        // Four bytes of text, but its _meta makes it larger than the limit: left out.
+        let capped = cap(json!("12"), vec![Content::text("abcd").with_meta(meta)], 10);
+        assert!(capped.truncated);
+        assert_eq!(capped.content.len(), 1);
+        assert!(
+            matches!(&capped.content[0], Content::Text { text, .. } if text.contains("1 content block(s)")),
+            "{:?}",
+            capped.content
+        );
+        // A resource link counts its URI and name.
+        let link = Content::resource_link("test://a-long-uri", "a-name");
+        assert!(cap(json!(null), vec![link.clone()], 20).truncated);
+        assert!(!cap(json!(null), vec![link], 30).truncated);
+    }
 }

@@ -40,6 +40,20 @@ fn record(line: &str) {
     }
 }
 
+/// The `annotated` tool's blocks: annotated text, an image for the user with a priority, a
+/// resource link with every field, an embedded resource with `_meta` on the block and inside.
+fn annotated() -> Value {
+    json!([
+        {"type": "text", "text": "for the model", "annotations": {"audience": ["assistant"], "priority": 0.3, "lastModified": "2025-01-12T15:00:58Z"}},
+        {"type": "image", "data": PNG, "mimeType": "image/png", "annotations": {"audience": ["user"], "priority": 0.7}},
+        {"type": "resource_link", "uri": "test://linked", "name": "linked", "title": "Linked", "description": "A linked file", "mimeType": "text/plain", "size": 42,
+         "icons": [{"src": "https://example.com/icon.png", "mimeType": "image/png", "sizes": ["48x48"], "theme": "dark"}],
+         "annotations": {"priority": 1.0}, "_meta": {"example.com/origin": "test"}},
+        {"type": "resource", "resource": {"uri": "test://doc", "mimeType": "text/plain", "text": "a document", "_meta": {"version": 2}},
+         "_meta": {"example.com/note": "embedded"}, "annotations": {"audience": ["user", "assistant"]}}
+    ])
+}
+
 #[derive(Clone, Default)]
 struct Upstream {
     /// Whether `echo`'s description has been changed by `change_tools`.
@@ -68,6 +82,7 @@ impl Upstream {
             json!({"name": "slow", "description": "Waits, and records a cancellation.", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}}),
             json!({"name": "media", "description": "Returns every content type.", "inputSchema": {"type": "object"}}),
             json!({"name": "image_first", "description": "Returns an image, then text.", "inputSchema": {"type": "object"}}),
+            json!({"name": "annotated", "description": "Returns annotated blocks, a resource link and _meta.", "inputSchema": {"type": "object"}}),
             json!({"name": "fail", "description": "Fails with isError.", "inputSchema": {"type": "object"}}),
             json!({"name": "exit", "description": "Makes the process exit.", "inputSchema": {"type": "object"}}),
             json!({"name": "log", "description": "Sends a log message.", "inputSchema": {"type": "object"}}),
@@ -180,6 +195,11 @@ impl ServerHandler for Upstream {
                 let mut result = CallToolResult::success(blocks);
                 result.structured_content = Some(json!({"kind": "media"}));
                 Ok(CallToolResponse::Complete(result))
+            }
+            "annotated" => {
+                let blocks: Vec<ContentBlock> = serde_json::from_value(annotated())
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                Ok(CallToolResponse::Complete(CallToolResult::success(blocks)))
             }
             "image_first" => Ok(CallToolResponse::Complete(CallToolResult::success(vec![
                 ContentBlock::image(PNG, "image/png"),

@@ -208,9 +208,9 @@ impl PolicyHttpClient {
             if HeaderName::from_bytes(name.as_bytes()).is_err() {
                 problems.push(format!("`{name}` is not a valid header name"));
             } else if is_mcp_header(&lower) {
-                problems.push(format!("`{name}` is set by MCP itself; remove it"));
+                problems.push(format!("`{name}` is set by MCP itself (remove it)"));
             } else if TRANSPORT_HEADERS.contains(&lower.as_str()) {
-                problems.push(format!("`{name}` is set by HTTP itself; remove it"));
+                problems.push(format!("`{name}` is set by HTTP itself (remove it)"));
             } else if HeaderValue::from_str(value).is_err() {
                 problems.push(format!(
                     "the value of `{name}` holds characters a header cannot carry (a line break or a control character)"
@@ -494,9 +494,15 @@ impl StreamableHttpClient for PolicyHttpClient {
             if let Some(e) = status_err {
                 return Err(e.into());
             }
+            let hint = match status {
+                404 | 405 => {
+                    "; check that the entry's url is the server's MCP endpoint (often …/mcp)"
+                }
+                _ => "",
+            };
             return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
                 format!(
-                    "Server {} answered HTTP {status} at {shown}: {}",
+                    "Server {} answered HTTP {status} at {shown}: {}{hint}",
                     self.inner.server,
                     preview(&body)
                 ),

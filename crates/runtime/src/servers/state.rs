@@ -94,7 +94,7 @@ impl Server {
             source: self.source,
             state: self.state_view(),
             eager: self.entry.eager,
-            tools: visible
+            tools_served: visible
                 .iter()
                 .filter(|(_, t)| t.status == ToolStatus::Approved)
                 .count(),

@@ -54,8 +54,9 @@ pub struct ServerSummary {
     pub state: StateView,
     /// Whether it starts with toolgate (`eager = true`) rather than on first use.
     pub eager: bool,
-    /// How many of its tools are served (approved and registered).
-    pub tools: usize,
+    /// How many of its tools are served (approved and registered). Not `tools`: a server's
+    /// detail flattens this summary beside its `tools` list, and one JSON object has one key.
+    pub tools_served: usize,
     /// How many of its tools wait for a person's approval (new, or changed since approved).
     pub pending_changes: usize,
 }

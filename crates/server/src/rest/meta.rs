@@ -37,7 +37,7 @@ fn server_states(gw: &Gateway) -> Vec<Value> {
             json!({
                 "name": s.name,
                 "state": s.state.state,
-                "tools": s.tools,
+                "tools": s.tools_served,
                 "pendingChanges": s.pending_changes,
             })
         })

@@ -45,6 +45,10 @@ impl Harness {
         )
     }
 
+    pub async fn with_config(options: GatewayOptions, config: toolgate_runtime::Config) -> Self {
+        Self(toolgate_test_support::server::Harness::with_config(launcher(), options, config).await)
+    }
+
     pub async fn on_postgres(options: GatewayOptions) -> Option<Self> {
         toolgate_test_support::server::Harness::on_postgres(launcher(), options)
             .await

@@ -26,7 +26,11 @@ export async function render(page, params) {
 
 async function renderList(page) {
   const results = h('div', { class: 'results', id: 'servers-results' });
+  let timer = null;
+  let disposed = false;
   async function load() {
+    window.clearTimeout(timer);
+    if (disposed) return;
     let list;
     try {
       list = await api.get('/v1/servers');
@@ -40,6 +44,10 @@ async function renderList(page) {
         ' in the config file, or add one with ', h('code', null, 'toolgate servers add'), '.'));
       return;
     }
+    // States change without an event (a server starting, listing its tools, failing): looked
+    // at again shortly, sooner while one is on its way up.
+    const starting = list.servers.some((s) => s.state === 'starting' || s.state === 'stopped');
+    if (!disposed) timer = window.setTimeout(load, starting ? 1000 : 3000);
     const waiting = list.servers.filter((s) => s.pendingChanges > 0);
     replace(results,
       waiting.length ? h('p', { class: 'notice', id: 'servers-waiting' },
@@ -58,6 +66,7 @@ async function renderList(page) {
     onEvent(name) {
       if (name === 'server' || name === 'definition') load();
     },
+    dispose() { disposed = true; window.clearTimeout(timer); },
   };
 }
 
@@ -76,7 +85,7 @@ function table(servers) {
       h('td', null, stateBadge(s.state), s.error ? h('span', { class: 'muted clamp', title: s.error }, ' ', s.error) : null),
       h('td', null, s.transport),
       h('td', null, s.source === 'config' ? 'config file' : 'store'),
-      h('td', null, String(s.tools)),
+      h('td', null, String(s.toolsServed)),
       h('td', null, s.pendingChanges ? badge(String(s.pendingChanges), 'warn') : '0')))));
 }
 
@@ -97,7 +106,9 @@ async function renderServer(page, rawName) {
     }
     const tools = server.tools || [];
     const served = tools.filter((t) => t.status === 'approved').length;
-    const waiting = tools.filter((t) => t.status === 'pending' || t.status === 'quarantined');
+    // Changed tools first: a rug pull matters more than a new tool.
+    const waiting = tools.filter((t) => t.status === 'pending' || t.status === 'quarantined')
+      .sort((a, b) => (a.status === 'quarantined' ? 0 : 1) - (b.status === 'quarantined' ? 0 : 1));
     replace(body,
       facts([
         ['State', h('span', null, stateBadge(server.state), server.error ? ` ${server.error}` : '')],

@@ -77,16 +77,17 @@ pub struct AuditRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContentDigest {
-    /// `text`, `image`, `audio` or `resource`.
+    /// `text`, `image`, `audio`, `resource` or `resource_link`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The MIME type of an image, audio or resource block.
+    /// The MIME type of an image, audio, resource or resource link block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
-    /// The URI of an embedded resource.
+    /// The URI of an embedded resource or a resource link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uri: Option<String>,
-    /// Length in bytes of the payload as returned (base64 text for images, audio and blobs).
+    /// Length in bytes of the payload as returned (base64 text for images, audio and blobs; the
+    /// URI for a resource link).
     pub bytes: u64,
     /// SHA-256 (hex) of that payload.
     pub sha256: String,
@@ -96,10 +97,14 @@ impl ContentDigest {
     /// The digest of `block`.
     pub fn of(block: &Content) -> Self {
         let (kind, mime_type, uri, payload) = match block {
-            Content::Text { text } => ("text", None, None, text.as_str()),
-            Content::Image { data, mime_type } => ("image", Some(mime_type), None, data.as_str()),
-            Content::Audio { data, mime_type } => ("audio", Some(mime_type), None, data.as_str()),
-            Content::Resource { resource } => (
+            Content::Text { text, .. } => ("text", None, None, text.as_str()),
+            Content::Image {
+                data, mime_type, ..
+            } => ("image", Some(mime_type), None, data.as_str()),
+            Content::Audio {
+                data, mime_type, ..
+            } => ("audio", Some(mime_type), None, data.as_str()),
+            Content::Resource { resource, .. } => (
                 "resource",
                 resource.mime_type.as_ref(),
                 Some(&resource.uri),
@@ -109,6 +114,10 @@ impl ContentDigest {
                     .or(resource.blob.as_deref())
                     .unwrap_or_default(),
             ),
+            // A link carries no content: what was returned is the reference itself.
+            Content::ResourceLink { uri, mime_type, .. } => {
+                ("resource_link", mime_type.as_ref(), Some(uri), uri.as_str())
+            }
         };
         Self {
             kind: kind.to_owned(),
