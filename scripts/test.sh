@@ -115,6 +115,9 @@ bash scripts/ui-e2e.sh
 step "MCP conformance suite (@modelcontextprotocol/conformance 0.1.16, baseline: resources and prompts)"
 bash scripts/conformance.sh
 
+step "MCP conformance suite through the gateway (toolgate serve in front of the fixtures: same baseline, same answers as direct)"
+bash scripts/conformance.sh --through-gateway
+
 step "interop with the official Python MCP SDK (stdio and Streamable HTTP)"
 bash scripts/interop.sh
 

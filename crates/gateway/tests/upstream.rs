@@ -77,6 +77,28 @@ async fn lists_tools_with_their_schemas_and_starts_once() {
 }
 
 #[tokio::test]
+async fn an_upstream_declaring_logging_is_asked_for_every_level_once_per_start() {
+    // One connection serves every caller and toolgate's server filters by each caller's own
+    // level, so the upstream must send its debug messages too.
+    let (e, _dir, record) = recording();
+    let (up, _spawner) = upstream("levels", e);
+    up.tools().await.unwrap();
+    let asked = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("set_level"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(asked(&recorded(&record)), ["set_level \"debug\""]);
+    up.restart().await.unwrap();
+    assert_eq!(
+        asked(&recorded(&record)),
+        ["set_level \"debug\"", "set_level \"debug\""]
+    );
+}
+
+#[tokio::test]
 async fn the_stdio_launch_carries_only_the_entrys_environment() {
     let (mut e, _dir, record) = recording();
     e.env.insert("ONLY_THIS".into(), "yes".into());

@@ -16,10 +16,10 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId,
     ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::service::{NotificationContext, OriginatingRequestId, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
@@ -291,6 +291,7 @@ impl ServerHandler for McpHandler {
             outbox: std::sync::Mutex::new(Some(tx)),
             session: Arc::clone(&self.session),
             progress: context.meta.get_progress_token(),
+            request: context.id.clone(),
         });
         let mut call =
             CallRequest::new(name, arguments).client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
@@ -418,9 +419,26 @@ struct Bridge {
     outbox: std::sync::Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
     session: Arc<Session>,
     progress: Option<ProgressToken>,
+    /// The `tools/call` request this call answers: its elicitation and sampling requests are
+    /// marked with it so that they ride that request's SSE stream (SEP-2260) and the client
+    /// knows which call asks. rmcp marks them itself only from the request handler's own task,
+    /// and the pipeline runs the tool in another.
+    request: RequestId,
 }
 
 impl Bridge {
+    /// Sends `request` to the client as part of this call.
+    async fn ask(
+        &self,
+        mut request: rmcp::model::ServerRequest,
+    ) -> Result<rmcp::model::ClientResult, rmcp::ServiceError> {
+        use rmcp::model::GetExtensions;
+        request
+            .extensions_mut()
+            .insert(OriginatingRequestId(self.request.clone()));
+        self.peer.send_request(request).await
+    }
+
     fn send(&self, message: Outgoing) {
         let outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = outbox.as_ref() {
@@ -481,7 +499,15 @@ impl ClientBridge for Bridge {
             }
             let params: CreateMessageRequestParams = serde_json::from_value(params)
                 .map_err(|e| ToolError::execution(format!("Invalid sampling request: {e}")))?;
-            let reply = self.peer.create_message(params).await.map_err(|e| {
+            let request = rmcp::model::ServerRequest::CreateMessageRequest(
+                rmcp::model::CreateMessageRequest::new(params),
+            );
+            let reply = match self.ask(request).await {
+                Ok(rmcp::model::ClientResult::CreateMessageResult(reply)) => Ok(*reply),
+                Ok(_) => Err(rmcp::ServiceError::UnexpectedResponse),
+                Err(e) => Err(e),
+            };
+            let reply = reply.map_err(|e| {
                 ToolError::execution(format!(
                     "The MCP client's sampling request failed: {}",
                     ErrorChain(&e)
@@ -526,7 +552,14 @@ impl ClientBridge for Bridge {
                     "The elicitation form is not a valid MCP elicitation schema: {e}"
                 ))
             })?;
-            let answer = self.peer.create_elicitation(params).await.map_err(|e| {
+            let request =
+                rmcp::model::ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
+            let answer = match self.ask(request).await {
+                Ok(rmcp::model::ClientResult::ElicitResult(answer)) => Ok(answer),
+                Ok(_) => Err(rmcp::ServiceError::UnexpectedResponse),
+                Err(e) => Err(e),
+            };
+            let answer = answer.map_err(|e| {
                 ToolError::execution(format!(
                     "The MCP client's elicitation request failed: {}",
                     ErrorChain(&e)

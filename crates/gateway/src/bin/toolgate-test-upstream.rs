@@ -4,7 +4,7 @@
 //!
 //! Events the tests check are appended, one per line, to the file named by
 //! `TOOLGATE_TEST_UPSTREAM_RECORD` (when set): `started PID`, `slow started`, `slow cancelled`,
-//! `echo meta {…} args {…}`.
+//! `echo meta {…} args {…}`, `set_level LEVEL`.
 
 // The tests exercise logging and sampling, which revision 2026-07-28 deprecates.
 #![allow(deprecated)]
@@ -17,7 +17,8 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -112,6 +113,18 @@ impl ServerHandler for Upstream {
             ProtocolVersion::V_2025_06_18,
             ProtocolVersion::V_2025_11_25,
         ])
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        record(&format!(
+            "set_level {}",
+            serde_json::to_value(request.level).unwrap_or_default()
+        ));
+        Ok(())
     }
 
     async fn list_tools(

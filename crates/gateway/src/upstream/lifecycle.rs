@@ -703,6 +703,7 @@ impl Upstream {
             ));
         };
         let peer = service.peer().clone();
+        ask_all_log_messages(name, &peer).await;
         let listed = tokio::time::timeout(START_TIMEOUT, list(name, &peer)).await;
         let tools = match listed {
             Ok(Ok(tools)) => tools,
@@ -808,6 +809,36 @@ fn init_error(e: &ClientInitializeError) -> String {
             format!("the connection closed while toolgate waited for the {what}")
         }
         other => error_chain(other),
+    }
+}
+
+/// Asks an upstream that declares logging for every log message (`logging/setLevel debug`):
+/// one connection serves every caller, and toolgate's server passes each caller the messages
+/// at or above the level that caller chose, so a caller asking for debug messages gets the
+/// upstream's too. Without it the upstream keeps its own default (often info). A refusal is
+/// only traced: the upstream then sends what it sends.
+// MCP revision 2026-07-28 deprecates logging; the upstreams toolgate fronts speak 2025-06-18
+// and 2025-11-25, where it is part of the protocol.
+#[allow(deprecated)]
+async fn ask_all_log_messages(name: &ServerName, peer: &Peer<RoleClient>) {
+    use rmcp::model::{LoggingLevel, SetLevelRequestParams};
+    if peer
+        .peer_info()
+        .is_none_or(|info| info.capabilities.logging.is_none())
+    {
+        return;
+    }
+    let asked = tokio::time::timeout(
+        LIST_TIMEOUT,
+        peer.set_level(SetLevelRequestParams::new(LoggingLevel::Debug)),
+    )
+    .await;
+    match asked {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::debug!(server = %name, error = %error_chain(&e), "upstream refused logging/setLevel");
+        }
+        Err(_) => tracing::debug!(server = %name, "upstream did not answer logging/setLevel"),
     }
 }
 
