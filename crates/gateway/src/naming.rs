@@ -98,6 +98,10 @@ pub fn bare(upstream: &str) -> String {
     fit(sanitize(upstream), upstream, MAX_NAME_LEN)
 }
 
+/// How the runtime names a built-in tool as the owner of a taken name (`the built-in tool NAME`):
+/// a collision with one says to change the server's side only, since built-ins cannot be renamed.
+pub const BUILTIN_OWNER: &str = "the built-in tool";
+
 /// Assigns a toolgate name to each of `upstream` (the server's tool names as `tools/list` gives
 /// them, without the disabled ones), in order, by `mode`:
 ///
@@ -135,10 +139,16 @@ pub fn assign(
             PrefixMode::Never => plain,
         };
         if let Some(owner) = taken(&name) {
-            let fix = if mode == PrefixMode::Never {
-                format!("set prefix = \"always\" on [servers.{server}], or rename {owner}")
+            // A built-in tool cannot be renamed: only the server's side can change.
+            let other = if owner.starts_with(BUILTIN_OWNER) {
+                String::new()
             } else {
-                format!("rename the server (its name is the prefix) or rename {owner}")
+                format!(", or rename {owner}")
+            };
+            let fix = if mode == PrefixMode::Never {
+                format!("set prefix = \"always\" on [servers.{server}]{other}")
+            } else {
+                format!("rename the server (its name is the prefix){other}")
             };
             problems.push(format!(
                 "Tool name {name} is already used by {owner}, so upstream tool {up:?} of server {server} cannot take it: {fix}"
@@ -305,6 +315,24 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.kind(), crate::GatewayErrorKind::Invalid);
         insta::assert_snapshot!("always_collision", err.to_string());
+    }
+
+    #[test]
+    fn a_collision_with_a_built_in_only_asks_to_change_the_server() {
+        let taken = |n: &str| (n == "calculator").then(|| format!("{BUILTIN_OWNER} calculator"));
+        let err = assign(
+            &server("conf"),
+            PrefixMode::Never,
+            &names(&["calculator"]),
+            &taken,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("set prefix = \"always\" on [servers.conf]"),
+            "{err}"
+        );
+        assert!(!err.contains("rename the built-in"), "{err}");
     }
 
     #[test]

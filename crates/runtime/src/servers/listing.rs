@@ -248,7 +248,7 @@ impl Servers {
                 .filter(|t| !is_ours(t.spec().definition(), server))
                 .map(|t| {
                     if t.is_builtin() {
-                        format!("the built-in tool {n}")
+                        format!("{} {n}", toolgate_gateway::naming::BUILTIN_OWNER)
                     } else {
                         format!("the tool {n}")
                     }
