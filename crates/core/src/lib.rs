@@ -63,7 +63,9 @@ pub use definition::{
 pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
 pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ErrorChain, ToolError, error_chain};
 pub use format::Format;
-pub use names::{MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAMES, ToolName};
+pub use names::{
+    MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAMES, ToolName, parse_host_port,
+};
 pub use origin::{CallOrigin, CancelNote, MAX_ORIGIN_FIELD_CHARS};
 pub use pipeline::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Call, CallObserver, CallRecord, CallRequest,

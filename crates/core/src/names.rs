@@ -211,3 +211,46 @@ impl<'de> Deserialize<'de> for Permission {
         Self::parse(&raw).map_err(serde::de::Error::custom)
     }
 }
+
+/// A `host:port` allow-list entry (a command tool's or an MCP server's `allowed_hosts`): a DNS
+/// name or IPv4 address, lowercased, and a port 1-65535; `None` when it is not one.
+pub fn parse_host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
+    let ok = !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    ok.then(|| (host.to_ascii_lowercase(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_host_port;
+
+    #[test]
+    fn host_port_entries_are_names_or_ipv4_with_a_port() {
+        assert_eq!(
+            parse_host_port("API.example.com:443"),
+            Some(("api.example.com".to_owned(), 443))
+        );
+        assert_eq!(
+            parse_host_port("10.0.0.7:8080"),
+            Some(("10.0.0.7".to_owned(), 8080))
+        );
+        for bad in [
+            "example.com",
+            "example.com:0",
+            "example.com:70000",
+            ":443",
+            "a..b:1",
+            "a b:1",
+            "[::1]:443",
+        ] {
+            assert_eq!(parse_host_port(bad), None, "{bad}");
+        }
+    }
+}

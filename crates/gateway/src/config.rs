@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use toolgate_core::limits::{MAX_OUTPUT_BYTES, MAX_TIMEOUT_MS, MIN_OUTPUT_BYTES, MIN_TIMEOUT_MS};
-use toolgate_core::{Consequence, Effect, Isolation, Issue, Permission};
+use toolgate_core::{Consequence, Effect, Isolation, Issue, Permission, parse_host_port};
 
 use crate::GatewayError;
 
@@ -903,20 +903,6 @@ fn is_absolute_clean(p: &Path) -> bool {
         && p.components()
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
         && !p.to_string_lossy().contains('\0')
-}
-
-/// `host:port` with a DNS name or IPv4 address and a port 1-65535.
-fn parse_host_port(s: &str) -> Option<(String, u16)> {
-    let (host, port) = s.rsplit_once(':')?;
-    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        });
-    ok.then(|| (host.to_ascii_lowercase(), port))
 }
 
 #[cfg(test)]

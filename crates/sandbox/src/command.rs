@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolgate_core::{
     BoxFuture, Issue, RunKind, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput,
+    parse_host_port,
 };
 
 /// The `kind` value.
@@ -360,19 +361,6 @@ fn scalar(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
-}
-
-pub(crate) fn parse_host_port(s: &str) -> Option<(String, u16)> {
-    let (host, port) = s.rsplit_once(':')?;
-    let port: u16 = port.parse().ok().filter(|p| *p > 0)?;
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        });
-    ok.then(|| (host.to_ascii_lowercase(), port))
 }
 
 /// The `command` run kind. Its handler refuses to run outside the sandbox executor: a command

@@ -62,7 +62,7 @@ impl SessionJob {
     /// Parses one `allowed_hosts` entry, `host:port` (a DNS name, lower-cased, and a port
     /// 1–65535), as command tools' `run.sandbox.allowed_hosts` are.
     pub fn allowed_host(entry: &str) -> Result<(String, u16), SandboxError> {
-        crate::command::parse_host_port(entry).ok_or_else(|| {
+        toolgate_core::parse_host_port(entry).ok_or_else(|| {
             SandboxError::Unavailable(format!(
                 "allowed_hosts entry {entry:?} is not \"host:port\" (a DNS name and a port from 1 to 65535, e.g. \"api.example.com:443\"); fix the entry"
             ))
