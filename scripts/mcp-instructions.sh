@@ -5,10 +5,17 @@
 # executes. Unlike requests per second, the count does not move with what else
 # the machine is doing, so the ratio holds on a noisy machine too.
 #
-# Usage: scripts/mcp-instructions.sh [--duration S] [--concurrency N]
+# Usage: scripts/mcp-instructions.sh [--duration S] [--concurrency N] [--gateway]
 #
 #   --duration S     seconds of counted load per server (default 10)
 #   --concurrency N  concurrent sessions (default 16)
+#   --gateway        instead of bare rmcp vs toolgate: toolgate's own trivial
+#                    tool vs a call proxied to a bare rmcp upstream's `echo`
+#                    (as in scripts/mcp-gateway-load.sh), the upstream reached
+#                    over stdio and over Streamable HTTP. Only toolgate runs
+#                    under callgrind (the upstream, its child or a separate
+#                    process, is not counted). Issue 20's target: the proxied
+#                    rows at most twice the own-tool row.
 #
 # Environment: MCP_LOAD_BUILD=0 (do not build), MCP_LOAD_OUT (result
 # directory, default target/mcp-load), TOOLGATE_TOOL / TOOLGATE_ARGS as in
@@ -27,10 +34,12 @@ cd "$ROOT"
 
 DURATION=10
 CONCURRENCY=16
+GATEWAY=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --duration) DURATION="$2"; shift ;;
     --concurrency) CONCURRENCY="$2"; shift ;;
+    --gateway) GATEWAY=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -58,8 +67,10 @@ TABLE="$OUT_DIR/instructions-$(date -u +%Y%m%dT%H%M%SZ).md"
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/mcp-instructions.XXXXXX")"
 SERVER_PID=""
+UPSTREAM_PID=""
 cleanup() {
   if [[ -n "$SERVER_PID" ]]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  if [[ -n "$UPSTREAM_PID" ]]; then kill -TERM "$UPSTREAM_PID" 2>/dev/null || true; wait "$UPSTREAM_PID" 2>/dev/null || true; fi
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -69,15 +80,24 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# measure NAME TOOL ARGS: prints "calls instructions sha256_instructions"
+# measure NAME TOOL ARGS [CONFIG]: prints "calls instructions sha256_instructions"
 measure() {
-  local name="$1" tool="$2" args="$3"
+  local name="$1" tool="$2" args="$3" config="${4:-}"
   local port out="$TMP/$name.callgrind"
   port="$(free_port)"
   local server
   case "$name" in
     bare) server=("$LOADGEN" bare-server --port "$port") ;;
-    toolgate) server=("$TOOLGATE" --db "sqlite://$TMP/tg.db" serve --http "127.0.0.1:$port") ;;
+    *)
+      local db="sqlite://$TMP/$name.db" cfg=()
+      if [[ -n "$config" ]]; then
+        cfg=(--config "$config")
+        # The upstream's first sight waits for review: list and approve its tools first.
+        "$TOOLGATE" "${cfg[@]}" --db "$db" servers restart bare >"$TMP/$name.prepare.log" 2>&1
+        "$TOOLGATE" "${cfg[@]}" --db "$db" servers approve bare --all >>"$TMP/$name.prepare.log" 2>&1
+      fi
+      server=("$TOOLGATE" "${cfg[@]}" --db "$db" serve --http "127.0.0.1:$port")
+      ;;
   esac
   log "starting $name under callgrind on 127.0.0.1:$port"
   valgrind --tool=callgrind --callgrind-out-file="$out" "${server[@]}" >"$TMP/$name.log" 2>&1 &
@@ -114,6 +134,64 @@ measure() {
 TOOLGATE_TOOL="${TOOLGATE_TOOL:-calculator}"
 DEFAULT_TOOLGATE_ARGS='{"expression":"1+1"}'
 TOOLGATE_ARGS="${TOOLGATE_ARGS:-$DEFAULT_TOOLGATE_ARGS}"
+
+if [[ "$GATEWAY" == "1" ]]; then
+  # The same configurations as scripts/mcp-gateway-load.sh.
+  UPSTREAM_PORT="$(free_port)"
+  "$LOADGEN" bare-server --port "$UPSTREAM_PORT" >"$TMP/upstream.log" 2>&1 &
+  UPSTREAM_PID=$!
+  until (exec 3<>"/dev/tcp/127.0.0.1/$UPSTREAM_PORT") 2>/dev/null; do
+    kill -0 "$UPSTREAM_PID" 2>/dev/null || { cat "$TMP/upstream.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  cat >"$TMP/http.toml" <<EOF
+[network]
+private_hosts = ["127.0.0.1"]
+
+[servers.bare]
+url = "http://127.0.0.1:$UPSTREAM_PORT/mcp"
+eager = true
+[servers.bare.defaults]
+effect = "read"
+requires_confirmation = false
+EOF
+  cat >"$TMP/stdio.toml" <<EOF
+[servers.bare]
+command = "$LOADGEN"
+args = ["bare-server", "--stdio"]
+eager = true
+[servers.bare.defaults]
+effect = "read"
+requires_confirmation = false
+EOF
+  measure own "$TOOLGATE_TOOL" "$TOOLGATE_ARGS" >"$TMP/own.result"
+  measure stdio bare__echo '{"text":"hello"}' "$TMP/stdio.toml" >"$TMP/stdio.result"
+  measure http bare__echo '{"text":"hello"}' "$TMP/http.toml" >"$TMP/http.result"
+  python3 - "$TMP" "$CONCURRENCY" "$DURATION" <<'PY' | tee "$TABLE"
+import sys
+tmp, conc, dur = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+rows = {}
+for name in ("own", "stdio", "http"):
+    calls, ir, sha = (float(x) for x in open(f"{tmp}/{name}.result").read().split())
+    rows[name] = (calls, ir / calls, (ir - sha) / calls)
+print(f"toolgate's instructions per `tools/call` under callgrind ({conc} sessions, {dur:g} s counted per row; the upstream not counted):")
+print()
+print("| call | calls counted | instructions per call | without SHA-256 | / own tool |")
+print("|---|---:|---:|---:|---:|")
+labels = {"own": "own trivial tool", "stdio": "proxied, stdio upstream", "http": "proxied, HTTP upstream"}
+own = rows["own"][2]
+for name, (calls, per, nosha) in rows.items():
+    print(f"| {labels[name]} | {int(calls):,} | {per:,.0f} | {nosha:,.0f} | {nosha / own:.2f} |")
+print()
+for name in ("stdio", "http"):
+    r = rows[name][2] / own
+    print(f"- {labels[name]}: {r:.2f}x the own tool ({'meets' if r <= 2 else 'MISSES'} the target: added <= own, i.e. <= 2x)")
+PY
+  # Keep the dumps for callgrind_annotate.
+  cp "$TMP"/*.callgrind.1 "$OUT_DIR"/ 2>/dev/null || true
+  log "table written to $TABLE; callgrind dumps in $OUT_DIR"
+  exit 0
+fi
 # Run in this shell (not a subshell), so a failure stops the script and cleanup sees the server.
 measure bare echo '{"text":"hello"}' >"$TMP/bare.result"
 measure toolgate "$TOOLGATE_TOOL" "$TOOLGATE_ARGS" >"$TMP/toolgate.result"

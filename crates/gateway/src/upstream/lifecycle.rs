@@ -502,9 +502,14 @@ impl Upstream {
                 )));
             }
         };
-        let conn = tokio::select! {
-            conn = self.connection(false) => conn.map_err(tool_error)?,
-            () = ctx.cancellation().cancelled() => return Err(ToolError::cancelled()),
+        let conn = match self.live() {
+            Some(conn) => conn,
+            // Boxed: starting the server is a large future awaited once per connection; inline
+            // it would be part of (and copied with) every call's future.
+            None => tokio::select! {
+                conn = Box::pin(self.connection(false)) => conn.map_err(tool_error)?,
+                () = ctx.cancellation().cancelled() => return Err(ToolError::cancelled()),
+            },
         };
         let _busy = conn.busy();
         let route = conn.routes.open(ctx);

@@ -52,7 +52,9 @@ impl Forwarded {
         };
         let servers = Servers { inner };
         if !servers.is_verified(&self.server) {
-            servers.refresh(&self.server).await.map_err(|e| {
+            // Boxed: the listing's future is large and awaited once per connection; inline it
+            // would be part of (and copied with) every call's future.
+            Box::pin(servers.refresh(&self.server)).await.map_err(|e| {
                 ToolError::unavailable(format!(
                     "Server {} is unavailable: {e}; see `toolgate servers show {}`",
                     self.server, self.server
