@@ -24,6 +24,7 @@ use toolgate_core::{BoxFuture, Isolation, ToolContext, ToolError, ToolOutput, er
 
 use super::client::{ClientSide, Routes};
 use super::forward;
+use super::lane::{Lane, LaneOutcome};
 use super::{ServerState, StdioHandle, StdioLaunch, StdioProcess, StdioSpawner};
 use crate::{GatewayError, ServerEntry, ServerName, UpstreamTool};
 
@@ -195,6 +196,8 @@ struct Connection {
     generation: u64,
     peer: Peer<RoleClient>,
     routes: Arc<Routes>,
+    /// The fast lane for `tools/call`, when the transport offers one.
+    lane: Option<Arc<dyn Lane>>,
     process: Option<Box<dyn StdioHandle>>,
     /// Asks the watcher to close the connection.
     stop: CancellationToken,
@@ -513,6 +516,28 @@ impl Upstream {
         };
         let _busy = conn.busy();
         let route = conn.routes.open(ctx);
+        if let Some(lane) = &conn.lane {
+            let outcome = tokio::select! {
+                biased;
+                outcome = lane.call(tool, arguments.as_ref(), &route, ctx) => outcome,
+                // Dropping the lane's future tells the upstream.
+                () = ctx.cancellation().cancelled() => return Err(ToolError::cancelled()),
+                () = conn.ended.cancelled() => LaneOutcome::Lost,
+            };
+            match outcome {
+                LaneOutcome::Done(result) => {
+                    self.inner.failures.store(0, Ordering::SeqCst);
+                    return forward::output(name, tool, result, ctx);
+                }
+                LaneOutcome::Refused(e) => {
+                    return Err(forward::call_error(name, tool, &ServiceError::McpError(e)));
+                }
+                LaneOutcome::Lost => {
+                    return Err(self.lost(&conn, &format!("the call to {tool}")).await);
+                }
+                LaneOutcome::Fallback => {}
+            }
+        }
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -657,7 +682,7 @@ impl Upstream {
             }),
         );
         let side = ClientSide::new(Arc::clone(&routes));
-        let (service, process) = if let Some(program) = &entry.command {
+        let (service, process, lane) = if let Some(program) = &entry.command {
             let launch = StdioLaunch {
                 label: name.to_string(),
                 program: program.clone(),
@@ -673,7 +698,8 @@ impl Upstream {
             };
             let (service, handle) =
                 start_stdio(name, &*inner.connector.stdio, &launch, side).await?;
-            (service, Some(handle))
+            let lane: Option<Arc<dyn Lane>> = None;
+            (service, Some(handle), lane)
         } else if let Some(url) = &entry.url {
             let Some(http) = &inner.connector.http else {
                 return Err((
@@ -700,7 +726,8 @@ impl Upstream {
                     )
                 })?
                 .map_err(|e| (e, String::new()))?;
-            (service, None)
+            let lane: Option<Arc<dyn Lane>> = None;
+            (service, None, lane)
         } else {
             return Err((
                 format!("Server {name} has neither command nor url; set one of them in its entry"),
@@ -742,6 +769,7 @@ impl Upstream {
             generation,
             peer,
             routes,
+            lane,
             process,
             stop: CancellationToken::new(),
             ended: CancellationToken::new(),

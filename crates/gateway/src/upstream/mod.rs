@@ -7,6 +7,7 @@
 
 mod client;
 mod forward;
+mod lane;
 mod lifecycle;
 
 pub use lifecycle::{Connector, HttpConnector, HttpTarget, Upstream, UpstreamEvent};
