@@ -17,7 +17,11 @@ SDK's own client, over stdio and over Streamable HTTP:
    waits as a named approval for a client without elicitation;
 9. consent is explicit: an accept with `{}`, `approve: false`, `"true"` or `1` runs nothing (a
    counted side effect and a file write stay undone, the result is `rejected` and says why);
-   only `approve: true` runs the call, exactly once.
+   only `approve: true` runs the call, exactly once;
+10. a client pinned to 2025-03-26 is answered in 2025-03-26, lists and calls, and gets only
+   what that revision defines;
+11. (HTTP) closing a session: the SDK's `DELETE /mcp` is answered 204, so it logs no
+   `Session termination failed`, and the session is gone.
 
 Run through scripts/interop.sh, which installs the pinned SDK into a venv and builds the binary.
 The binary is taken from $TOOLGATE_CONFORMANCE_BIN, else target/release/examples/conformance.
@@ -26,6 +30,7 @@ The binary is taken from $TOOLGATE_CONFORMANCE_BIN, else target/release/examples
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import socket
@@ -744,3 +749,88 @@ def test_consent_is_explicit(server: Server, content: dict[str, Any], runs: bool
             assert read.is_error is True, f"accept with {content!r} wrote the file: {texts(read)}"
 
     run(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. a client pinned to an older revision is answered in it
+
+
+def test_client_pinned_to_2025_03_26(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK offers its newest handshake revision; pinned to 2025-03-26 (the version it puts
+    in `initialize`), it gets 2025-03-26 back and lists and calls in it, and the answers carry
+    only what that revision defines: no structured content, titles, output schemas or tool
+    `_meta`."""
+    import mcp.client.session as client_session
+
+    monkeypatch.setattr(client_session, "LATEST_HANDSHAKE_VERSION", "2025-03-26")
+
+    async def body() -> None:
+        wire = Wire()
+        async with session_for(server, wire=wire) as (session, init):
+            assert init.protocol_version == "2025-03-26", init
+            assert session.protocol_version == "2025-03-26"
+            tools = await list_all_tools(session)
+            good = await session.call_tool("calculator", {"expression": "6 * 7"})
+            bad = await session.call_tool("calculator", {"expression": "1", "x": 1})
+        sent = [m for _, m in wire.sent("initialize")]
+        assert sent and sent[0]["params"]["protocolVersion"] == "2025-03-26", wire.dump()
+        assert "title" not in init.server_info.model_dump(exclude_none=True), init.server_info
+        names = [t.name for t in tools]
+        assert "calculator" in names, names
+        for tool in tools:
+            assert tool.title is None and tool.output_schema is None and tool.meta is None, tool
+            assert tool.input_schema.get("type") == "object", tool
+        assert good.is_error is False, texts(good)
+        assert good.structured_content is None, good
+        assert json.loads(texts(good)) == {"result": 42}, texts(good)
+        assert bad.is_error is True and "'x'" in texts(bad), texts(bad)
+        assert _error_kind(bad), bad  # the result's _meta, which 2025-03-26 has, names the kind
+
+    run(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. closing an HTTP session
+
+
+def test_closing_a_session_logs_no_termination_failure(
+    http_server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK ends its session with `DELETE /mcp` on close and warns `Session termination
+    failed: <status>` for anything but 200/204 (405, termination not allowed, only at debug).
+    toolgate ends the session and answers 204: no warning, and the session is gone."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    caplog.set_level(logging.DEBUG, logger="mcp.client.streamable_http")
+    deletes: list[tuple[str, int]] = []
+
+    async def on_response(response: Any) -> None:
+        if response.request.method == "DELETE":
+            deletes.append((response.request.headers.get("mcp-session-id", ""), response.status_code))
+
+    async def body() -> None:
+        client = create_mcp_http_client()
+        client.event_hooks = {"request": [], "response": [on_response]}
+        async with client:
+            async with streamable_http_client(http_server.mcp_url, http_client=client) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    await session.list_tools()
+
+    run(body)
+    termination = [r.getMessage() for r in caplog.records if "termination" in r.getMessage().lower()]
+    assert not termination, f"the SDK complained about the session's end: {termination}"
+    assert len(deletes) == 1 and deletes[0][1] == 204, f"DELETE /mcp answers: {deletes}"
+    # The session is gone: a request on its id is answered 404.
+    init = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    req = urllib.request.Request(http_server.mcp_url, data=json.dumps(init).encode(), method="POST")
+    req.add_header("content-type", "application/json")
+    req.add_header("accept", "application/json, text/event-stream")
+    req.add_header("mcp-session-id", deletes[0][0])
+    req.add_header("mcp-protocol-version", "2025-11-25")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            status = r.status
+    except urllib.error.HTTPError as e:
+        status = e.code
+    assert status == 404, f"the closed session {deletes[0][0]} still answers ({status})"

@@ -15,9 +15,10 @@ use axum::response::IntoResponse;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
+    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Tool as McpTool,
 };
 use rmcp::service::{NotificationContext, OriginatingRequestId, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -45,9 +46,70 @@ const RESULT_META_KEY: &str = "dev.toolgate/result";
 /// Tools per `tools/list` page.
 const PAGE: usize = 100;
 
-/// The protocol revisions toolgate implements.
-const PROTOCOL_VERSIONS: [ProtocolVersion; 2] =
-    [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25];
+/// The protocol revisions toolgate implements, oldest first. A client asking for one of them in
+/// `initialize` is answered in it; one asking for another gets the newest.
+const PROTOCOL_VERSIONS: [ProtocolVersion; 3] = [
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+];
+
+/// Whether `version` is 2025-03-26 (or older): the revision without structured content, output
+/// schemas, titles, `_meta` on tools and content blocks, resource links and elicitation, so an
+/// answer to its client leaves them out.
+fn is_2025_03_26(version: Option<&ProtocolVersion>) -> bool {
+    version.is_some_and(|v| v.as_str() < ProtocolVersion::V_2025_06_18.as_str())
+}
+
+/// A tool as 2025-03-26 defines it: name, description, input schema and annotations (whose
+/// `title` that revision has).
+fn tool_for_2025_03_26(tool: &mut McpTool) {
+    tool.title = None;
+    tool.output_schema = None;
+    tool.icons = None;
+    tool.meta = None;
+}
+
+/// A call result as 2025-03-26 defines it: no structured content (its JSON is the text block
+/// already), resource links as text, no `_meta` or `lastModified` on content blocks. The
+/// result's own `_meta` (call id, error kind) is part of that revision and stays.
+fn result_for_2025_03_26(result: &mut CallToolResult) {
+    result.structured_content = None;
+    let plain = |annotations: &mut Option<rmcp::model::Annotations>| {
+        if let Some(a) = annotations.as_mut() {
+            a.last_modified = None;
+        }
+    };
+    for block in &mut result.content {
+        match block {
+            ContentBlock::Text(c) => {
+                c.meta = None;
+                plain(&mut c.annotations);
+            }
+            ContentBlock::Image(c) => {
+                c.meta = None;
+                plain(&mut c.annotations);
+            }
+            ContentBlock::Audio(c) => {
+                c.meta = None;
+                plain(&mut c.annotations);
+            }
+            ContentBlock::Resource(c) => {
+                c.meta = None;
+                plain(&mut c.annotations);
+            }
+            ContentBlock::ResourceLink(link) => {
+                let text = match &link.description {
+                    Some(d) => format!("Resource {} ({}): {d}", link.name, link.uri),
+                    None => format!("Resource {} ({})", link.name, link.uri),
+                };
+                *block = ContentBlock::text(text);
+            }
+            // A kind rmcp adds later is passed on as it is.
+            _ => {}
+        }
+    }
+}
 
 /// One MCP session (rmcp makes one handler per session).
 #[derive(Clone)]
@@ -182,6 +244,20 @@ impl ServerHandler for McpHandler {
         Cow::Owned(PROTOCOL_VERSIONS.to_vec())
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        // `serverInfo.title` came with 2025-06-18.
+        if is_2025_03_26(Some(&result.protocol_version)) {
+            result.server_info.title = None;
+        }
+        Ok(result)
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // A session woken from sleep (see `mcp_sessions`) gets its logging level back.
         if let (Some(id), Some(sessions)) = (
@@ -244,6 +320,9 @@ impl ServerHandler for McpHandler {
             }
             tools.push(mcp_tool(registered.spec())?);
         }
+        if is_2025_03_26(context.protocol_version().as_ref()) {
+            tools.iter_mut().for_each(tool_for_2025_03_26);
+        }
         let next_cursor = if more {
             tools.last().map(|t: &McpTool| format!("after:{}", t.name))
         } else {
@@ -277,9 +356,11 @@ impl ServerHandler for McpHandler {
         }
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
         let peer = context.peer.clone();
+        let old_revision = is_2025_03_26(context.protocol_version().as_ref());
         let (can_elicit, can_sample) = peer.peer_info().map_or((false, false), |info| {
             (
-                info.capabilities.elicitation.is_some(),
+                // Elicitation came with 2025-06-18: a 2025-03-26 client is never asked.
+                info.capabilities.elicitation.is_some() && !old_revision,
                 info.capabilities.sampling.is_some(),
             )
         });
@@ -322,7 +403,11 @@ impl ServerHandler for McpHandler {
             result
         };
         let (result, ()) = tokio::join!(calling, forward(&context.peer, rx));
-        Ok(CallToolResponse::Complete(call_result(result)))
+        let mut result = call_result(result);
+        if old_revision {
+            result_for_2025_03_26(&mut result);
+        }
+        Ok(CallToolResponse::Complete(result))
     }
 }
 
@@ -697,7 +782,8 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
         let sessions = sessions.clone();
         async move {
             let admitting = sessions.clone();
-            crate::mcp_session_owner::serve_owned(
+            let deleting = request.method() == axum::http::Method::DELETE;
+            let response = crate::mcp_session_owner::serve_owned(
                 request,
                 |id| sessions.owner_of(id),
                 |request| async move {
@@ -708,7 +794,8 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
                         .await
                 },
             )
-            .await
+            .await;
+            session_ended(deleting, response)
         }
     });
     axum::Router::new()
@@ -717,6 +804,29 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
             gw,
             crate::rest::authenticate,
         ))
+}
+
+/// The answer to a `DELETE /mcp` that ended its session: 204 No Content rather than rmcp's 202.
+/// The transport spec leaves the status of a granted termination open (only 405, "not
+/// allowed", and 404, "no such session", are named); the session is gone when the answer is
+/// sent, so 202 ("accepted, not yet done") is the wrong word, and clients read it as a failure
+/// (the official Python SDK logs `Session termination failed: 202` on every close; it accepts
+/// 200 and 204). Every other answer passes unchanged.
+fn session_ended(
+    deleting: bool,
+    mut response: axum::response::Response,
+) -> axum::response::Response {
+    if deleting && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+        *response.body_mut() = axum::body::Body::empty();
+        response
+            .headers_mut()
+            .remove(axum::http::header::CONTENT_TYPE);
+        response
+            .headers_mut()
+            .remove(axum::http::header::CONTENT_LENGTH);
+    }
+    response
 }
 
 /// Serves one MCP session on stdin/stdout as the local principal.
@@ -767,6 +877,13 @@ mod tests {
     /// declares elicitation and answers the confirmation form with `accept` and `content`.
     /// Returns the `tools/call` result and how many times the tool ran.
     async fn call_confirmed(content: Value) -> (Value, u64) {
+        let (result, runs, asked) = call_confirmed_in("2025-06-18", content).await;
+        assert_eq!(asked, 1, "one confirmation form per call");
+        (result, runs)
+    }
+
+    /// [`call_confirmed`] in revision `version`: also how many confirmation forms came.
+    async fn call_confirmed_in(version: &str, content: Value) -> (Value, u64, usize) {
         use std::sync::atomic::AtomicU64;
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -816,7 +933,7 @@ mod tests {
         };
         send(
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18",
+                "protocolVersion": version,
                 "capabilities": {"elicitation": {}},
                 "clientInfo": {"name": "consent-test", "version": "1"}
             }}),
@@ -824,6 +941,7 @@ mod tests {
         .await;
         let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(init["id"], 1, "{init}");
+        assert_eq!(init["result"]["protocolVersion"], version, "{init}");
         send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
         send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "confirmed_write", "arguments": {}}}))
@@ -847,10 +965,22 @@ mod tests {
                 break message["result"].clone();
             }
         };
-        assert_eq!(asked, 1, "one confirmation form per call");
         stop.cancel();
         let _ = server.await;
-        (result, runs.load(Ordering::SeqCst))
+        (result, runs.load(Ordering::SeqCst), asked)
+    }
+
+    #[tokio::test]
+    async fn a_2025_03_26_client_is_never_asked_through_elicitation() {
+        // That revision has no elicitation: even a client that declares it is not sent
+        // elicitation/create; the call waits as a durable approval and the result names it.
+        let (result, runs, asked) = call_confirmed_in("2025-03-26", json!({"approve": true})).await;
+        assert_eq!((runs, asked), (0, 0), "{result}");
+        assert_eq!(result["isError"], true, "{result}");
+        let meta = &result["_meta"][RESULT_META_KEY];
+        assert_eq!(meta["errorKind"], "confirmation_required", "{result}");
+        assert!(meta["approvalId"].is_string(), "{result}");
+        assert!(result.get("structuredContent").is_none(), "{result}");
     }
 
     #[tokio::test]

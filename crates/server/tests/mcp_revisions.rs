@@ -1,0 +1,223 @@
+//! MCP revisions over Streamable HTTP: a client asking for 2025-03-26, 2025-06-18 or 2025-11-25
+//! is answered in that revision (an unknown one gets the newest), a 2025-03-26 session gets only
+//! what that revision defines (no titles, output schemas, tool `_meta` or structured content),
+//! and `DELETE /mcp` ends a session with 204 No Content.
+#![cfg(test)]
+
+mod common;
+
+use axum::http::{Method, StatusCode};
+use common::{Harness, Reply, principal};
+use serde_json::{Value, json};
+use toolgate_core::Quota;
+
+const ALICE: &str = "alice-token";
+
+async fn harness() -> Harness {
+    Harness::new(vec![principal(
+        "alice",
+        &["tool.*"],
+        None,
+        ALICE,
+        Quota::default(),
+    )])
+    .await
+}
+
+/// POSTs one JSON-RPC message to /mcp. `version` is the `MCP-Protocol-Version` header, which a
+/// 2025-03-26 client does not send (that revision has no such header).
+async fn post(h: &Harness, session: Option<&str>, version: Option<&str>, body: Value) -> Reply {
+    let mut headers = vec![("accept", "application/json, text/event-stream")];
+    if let Some(s) = session {
+        headers.push(("mcp-session-id", s));
+    }
+    if let Some(v) = version {
+        headers.push(("mcp-protocol-version", v));
+    }
+    h.send_with(Method::POST, "/mcp", Some(ALICE), Some(body), &headers)
+        .await
+}
+
+/// The JSON-RPC message of an SSE reply (or a JSON body).
+fn message(reply: &Reply) -> Value {
+    if !reply.json.is_null() {
+        return reply.json.clone();
+    }
+    reply
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .next_back()
+        .unwrap_or(Value::Null)
+}
+
+/// `initialize` asking for `asked`: the session id and the initialize result.
+async fn open(h: &Harness, asked: &str) -> (String, Value) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": asked, "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "revisions-test", "version": "1"}}});
+    let reply = post(h, None, None, init).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "initialize {asked}: {}",
+        reply.text
+    );
+    let id = reply
+        .headers
+        .get("mcp-session-id")
+        .expect("initialize answers a session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let result = message(&reply)["result"].clone();
+    let version = result["protocolVersion"].as_str().unwrap().to_owned();
+    let header = (version != "2025-03-26").then_some(version.as_str());
+    let done = post(
+        h,
+        Some(&id),
+        header,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::ACCEPTED, "{}", done.text);
+    (id, result)
+}
+
+/// `tools/list` and a calculator call in the session, sent the way a client of `version` does.
+async fn list_and_call(h: &Harness, session: &str, version: &str) -> (Value, Value) {
+    let header = (version != "2025-03-26").then_some(version);
+    let list = post(
+        h,
+        Some(session),
+        header,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.text);
+    let call = post(
+        h,
+        Some(session),
+        header,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "calculator", "arguments": {"expression": "6 * 7"}}}),
+    )
+    .await;
+    assert_eq!(call.status, StatusCode::OK, "{}", call.text);
+    (
+        message(&list)["result"].clone(),
+        message(&call)["result"].clone(),
+    )
+}
+
+#[tokio::test]
+async fn each_client_is_answered_in_the_revision_it_asks_for() {
+    let h = harness().await;
+    for asked in ["2025-03-26", "2025-06-18", "2025-11-25"] {
+        let (_, init) = open(&h, asked).await;
+        assert_eq!(init["protocolVersion"], asked, "{init}");
+        assert_eq!(init["serverInfo"]["name"], "toolgate", "{init}");
+        // serverInfo.title came with 2025-06-18.
+        assert_eq!(
+            init["serverInfo"].get("title").is_some(),
+            asked != "2025-03-26",
+            "{asked}: {init}"
+        );
+        assert!(init["capabilities"]["tools"].is_object(), "{init}");
+    }
+    // A revision toolgate does not speak is answered with the newest it does.
+    for asked in ["2024-11-05", "2099-01-01"] {
+        let (_, init) = open(&h, asked).await;
+        assert_eq!(init["protocolVersion"], "2025-11-25", "{asked}: {init}");
+    }
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_2025_03_26_session_gets_only_what_that_revision_defines() {
+    let h = harness().await;
+    let (old, _) = open(&h, "2025-03-26").await;
+    let (tools, result) = list_and_call(&h, &old, "2025-03-26").await;
+    let listed = tools["tools"].as_array().unwrap();
+    assert!(!listed.is_empty(), "{tools}");
+    for tool in listed {
+        for field in ["title", "outputSchema", "icons", "_meta"] {
+            assert!(
+                tool.get(field).is_none(),
+                "{field} in a 2025-03-26 tool: {tool}"
+            );
+        }
+        assert!(tool["inputSchema"].is_object(), "{tool}");
+        assert!(tool["description"].is_string(), "{tool}");
+    }
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(result.get("structuredContent").is_none(), "{result}");
+    assert_eq!(result["content"][0]["text"], r#"{"result":42}"#, "{result}");
+    // The result's own _meta is part of 2025-03-26 and keeps the call id.
+    assert!(
+        result["_meta"]["dev.toolgate/result"]["callId"].is_string(),
+        "{result}"
+    );
+
+    // The same server gives a 2025-11-25 session all of it.
+    let (new, _) = open(&h, "2025-11-25").await;
+    let (tools, result) = list_and_call(&h, &new, "2025-11-25").await;
+    let calculator = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "calculator")
+        .unwrap();
+    assert!(
+        calculator["_meta"]["dev.toolgate/governance"].is_object(),
+        "{calculator}"
+    );
+    assert_eq!(result["structuredContent"]["result"], 42, "{result}");
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn delete_ends_the_session_with_no_content() {
+    let h = harness().await;
+    let (session, _) = open(&h, "2025-11-25").await;
+    let deleted = h
+        .send_with(
+            Method::DELETE,
+            "/mcp",
+            Some(ALICE),
+            None,
+            &[
+                ("mcp-session-id", session.as_str()),
+                ("mcp-protocol-version", "2025-11-25"),
+            ],
+        )
+        .await;
+    // 204, not rmcp's 202, which the official Python SDK logs as a failed termination.
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.text);
+    assert!(deleted.text.is_empty(), "{}", deleted.text);
+    // The session is gone.
+    let after = post(
+        &h,
+        Some(&session),
+        Some("2025-11-25"),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(after.status, StatusCode::NOT_FOUND, "{}", after.text);
+    // A DELETE of a session that does not exist stays 404.
+    let unknown = h
+        .send_with(
+            Method::DELETE,
+            "/mcp",
+            Some(ALICE),
+            None,
+            &[
+                ("mcp-session-id", session.as_str()),
+                ("mcp-protocol-version", "2025-11-25"),
+            ],
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.text);
+    h.cleanup().await;
+}
