@@ -21,7 +21,10 @@ SDK's own client, over stdio and over Streamable HTTP:
 10. a client pinned to 2025-03-26 is answered in 2025-03-26, lists and calls, and gets only
    what that revision defines;
 11. (HTTP) closing a session: the SDK's `DELETE /mcp` is answered 204, so it logs no
-   `Session termination failed`, and the session is gone.
+   `Session termination failed`, and the session is gone;
+12. the SDK's `Client` takes 2026-07-28 through `server/discover`, lists (in name order, private
+   cache scope) and calls without a session, a confirmation waits as a durable approval with no
+   elicitation sent, and (HTTP) `subscriptions/listen` announces a tool added over REST.
 
 Run through scripts/interop.sh, which installs the pinned SDK into a venv and builds the binary.
 The binary is taken from $TOOLGATE_CONFORMANCE_BIN, else target/release/examples/conformance.
@@ -834,3 +837,72 @@ def test_closing_a_session_logs_no_termination_failure(
     except urllib.error.HTTPError as e:
         status = e.code
     assert status == 404, f"the closed session {deletes[0][0]} still answers ({status})"
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. the 2026-07-28 revision: no session, server/discover, subscriptions/listen
+
+
+@asynccontextmanager
+async def modern_client(srv: Server, **kwargs: Any) -> AsyncIterator[Any]:
+    """The SDK's high-level Client in its default mode, which probes `server/discover` and takes
+    the newest revision both sides speak."""
+    from mcp import Client
+
+    target: Any = srv.mcp_url if srv.transport == "http" else StdioServerParameters(
+        command=str(BINARY), args=["--stdio"]
+    )
+    async with Client(target, cache=None, **kwargs) as client:
+        yield client
+
+
+def test_2026_07_28_client_lists_and_calls(server: Server) -> None:
+    asked: list[Any] = []
+
+    async def on_elicit(_context: Any, params: Any) -> Any:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def body() -> None:
+        async with modern_client(server, elicitation_callback=on_elicit) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            listed = await client.list_tools()
+            names = [t.name for t in listed.tools]
+            assert names == sorted(names), f"tools/list is not in name order: {names}"
+            assert "calculator" in names, names
+            assert listed.cache_scope == "private", listed
+            good = await client.call_tool("calculator", {"expression": "6 * 7"})
+            bad = await client.call_tool("calculator", {"expression": "1", "x": 1})
+            confirmed = await client.call_tool("test_confirmed_action", {"what": "the thing"})
+            counted = await client.call_tool("test_confirmed_action_runs", {})
+        assert good.is_error is False and good.structured_content == {"result": 42}, good
+        assert bad.is_error is True and "'x'" in texts(bad), texts(bad)
+        # No server-initiated request under 2026-07-28: the confirmation waits as a durable
+        # approval, nothing runs, and the client's user is not asked.
+        assert not asked, f"the server sent elicitation/create under 2026-07-28: {asked!r}"
+        assert confirmed.is_error is True and _error_kind(confirmed) == "confirmation_required", confirmed
+        assert (confirmed.meta or {}).get("dev.toolgate/result", {}).get("approvalId"), confirmed
+        assert counted.structured_content == {"runs": 0}, counted
+
+    run(body)
+
+
+def test_2026_07_28_listen_announces_tool_changes(http_server: Server) -> None:
+    from mcp.client.subscriptions import ToolsListChanged
+
+    async def body() -> None:
+        async with modern_client(http_server) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            async with client.listen(tools_list_changed=True) as sub:
+                assert sub.honored is not None and sub.honored.tools_list_changed, sub.honored
+                status, reply = await rest("POST", f"{http_server.base_url}/v1/tools", INTEROP_TOOL)
+                assert status in (200, 201), (status, reply)
+                with anyio.fail_after(10):
+                    event = await sub.__anext__()
+                assert isinstance(event, ToolsListChanged), event
+            listed = await client.list_tools()
+            assert "interop_tool" in [t.name for t in listed.tools]
+        status, _ = await rest("DELETE", f"{http_server.base_url}/v1/tools/interop_tool")
+        assert status in (200, 204), status
+
+    run(body)

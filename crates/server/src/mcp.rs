@@ -3,7 +3,7 @@
 //! client needs (progress, logs, sampling, elicitation, confirmation) into MCP messages. No rmcp
 //! type leaves this file.
 
-// MCP revision 2026-07-28 deprecates logging and sampling; toolgate speaks 2025-06-18 and
+// MCP revision 2026-07-28 deprecates logging and sampling; toolgate also speaks 2025-03-26 to
 // 2025-11-25, where both are part of the protocol.
 #![allow(deprecated)]
 
@@ -18,9 +18,11 @@ use rmcp::model::{
     InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
     ProgressToken, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Tool as McpTool,
+    SetLevelRequestParams, SubscriptionFilter, Tool as McpTool,
 };
-use rmcp::service::{NotificationContext, OriginatingRequestId, Peer, RequestContext};
+use rmcp::service::{
+    NotificationContext, OriginatingRequestId, Peer, RequestContext, SubscriptionContext,
+};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
@@ -46,13 +48,24 @@ const RESULT_META_KEY: &str = "dev.toolgate/result";
 /// Tools per `tools/list` page.
 const PAGE: usize = 100;
 
-/// The protocol revisions toolgate implements, oldest first. A client asking for one of them in
-/// `initialize` is answered in it; one asking for another gets the newest.
-const PROTOCOL_VERSIONS: [ProtocolVersion; 3] = [
+/// The protocol revisions toolgate implements, oldest first. A client asking for one of the
+/// handshake revisions in `initialize` is answered in it; one asking for another gets the newest
+/// of them (2025-11-25). 2026-07-28 has no handshake: each request carries its revision,
+/// client info and capabilities in `_meta` (`server/discover` lists these).
+const PROTOCOL_VERSIONS: [ProtocolVersion; 4] = [
     ProtocolVersion::V_2025_03_26,
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
 ];
+
+/// Whether `version` is 2026-07-28 or later: no sessions and no server-initiated requests (so no
+/// elicitation or sampling request from toolgate; a confirmation waits as a durable approval),
+/// log messages only when the request asks for them in `_meta`, list changes through
+/// `subscriptions/listen`.
+fn is_2026_07_28(version: Option<&ProtocolVersion>) -> bool {
+    version.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
 
 /// Whether `version` is 2025-03-26 (or older): the revision without structured content, output
 /// schemas, titles, `_meta` on tools and content blocks, resource links and elicitation, so an
@@ -258,6 +271,34 @@ impl ServerHandler for McpHandler {
         Ok(result)
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Tools are all toolgate lists; rmcp keeps what the client asked for of this.
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// `subscriptions/listen` (2026-07-28): `notifications/tools/list_changed` on the request's
+    /// stream whenever the registry changes, until the client cancels or the server stops.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.gw.registry().subscribe();
+        changes.mark_unchanged();
+        let stop = self.gw.close_streams.clone();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                () = stop.cancelled() => return Ok(()),
+                changed = changes.changed() => if changed.is_err() { return Ok(()) },
+            }
+            if context.accepted().tools_list_changed == Some(true)
+                && context.sink().notify_tool_list_changed().await.is_err()
+            {
+                return Ok(());
+            }
+        }
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // A session woken from sleep (see `mcp_sessions`) gets its logging level back.
         if let (Some(id), Some(sessions)) = (
@@ -356,14 +397,29 @@ impl ServerHandler for McpHandler {
         }
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
         let peer = context.peer.clone();
-        let old_revision = is_2025_03_26(context.protocol_version().as_ref());
+        let version = context.protocol_version();
+        let old_revision = is_2025_03_26(version.as_ref());
+        let stateless = is_2026_07_28(version.as_ref());
         let (can_elicit, can_sample) = peer.peer_info().map_or((false, false), |info| {
             (
-                // Elicitation came with 2025-06-18: a 2025-03-26 client is never asked.
-                info.capabilities.elicitation.is_some() && !old_revision,
-                info.capabilities.sampling.is_some(),
+                // Elicitation came with 2025-06-18: a 2025-03-26 client is never asked. Under
+                // 2026-07-28 the server sends no requests of its own.
+                info.capabilities.elicitation.is_some() && !old_revision && !stateless,
+                info.capabilities.sampling.is_some() && !stateless,
             )
         });
+        // Under 2026-07-28 a request opts in to log messages with `_meta` logLevel; without it
+        // it gets none. Before, the session's `logging/setLevel` decides.
+        let log_floor = if stateless {
+            LogFloor::Request(
+                context
+                    .meta
+                    .log_level()
+                    .map(|level| level_index(from_mcp_level(level))),
+            )
+        } else {
+            LogFloor::Session
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         let bridge = Arc::new(Bridge {
             peer,
@@ -371,6 +427,7 @@ impl ServerHandler for McpHandler {
             can_sample,
             outbox: std::sync::Mutex::new(Some(tx)),
             session: Arc::clone(&self.session),
+            log_floor,
             progress: context.meta.get_progress_token(),
             request: context.id.clone(),
         });
@@ -496,6 +553,14 @@ async fn forward(peer: &Peer<RoleServer>, mut rx: mpsc::UnboundedReceiver<Outgoi
     }
 }
 
+/// Which log messages a call sends.
+enum LogFloor {
+    /// The session's level (`logging/setLevel`; info until set): revisions with a handshake.
+    Session,
+    /// The request's own `_meta` logLevel, none without it (2026-07-28).
+    Request(Option<usize>),
+}
+
 /// The call's connection to its MCP client.
 struct Bridge {
     peer: Peer<RoleServer>,
@@ -503,6 +568,7 @@ struct Bridge {
     can_sample: bool,
     outbox: std::sync::Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
     session: Arc<Session>,
+    log_floor: LogFloor,
     progress: Option<ProgressToken>,
     /// The `tools/call` request this call answers: its elicitation and sampling requests are
     /// marked with it so that they ride that request's SSE stream (SEP-2260) and the client
@@ -551,7 +617,12 @@ impl ProgressSink for Bridge {
 
 impl ClientBridge for Bridge {
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        if level_index(level) < self.session.min_level.load(Ordering::SeqCst) {
+        let floor = match self.log_floor {
+            LogFloor::Session => self.session.min_level.load(Ordering::SeqCst),
+            LogFloor::Request(Some(floor)) => floor,
+            LogFloor::Request(None) => return,
+        };
+        if level_index(level) < floor {
             return;
         }
         let mut param = LoggingMessageNotificationParam::new(to_mcp_level(level), data);

@@ -221,3 +221,167 @@ async fn delete_ends_the_session_with_no_content() {
     assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.text);
     h.cleanup().await;
 }
+
+/// One 2026-07-28 request: no session, its revision and client in `_meta` and in the standard
+/// headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` for a call).
+async fn stateless(h: &Harness, token: &str, method: &str, mut params: Value) -> Reply {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "revisions-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    });
+    let name = params["name"].as_str().map(str::to_owned);
+    let mut headers = vec![
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ];
+    if let Some(name) = name.as_deref() {
+        headers.push(("mcp-name", name));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    h.send_with(Method::POST, "/mcp", Some(token), Some(body), &headers)
+        .await
+}
+
+#[tokio::test]
+async fn a_2026_07_28_client_discovers_lists_and_calls_without_a_session() {
+    let h = harness().await;
+    let discovered = stateless(&h, ALICE, "server/discover", json!({})).await;
+    assert_eq!(discovered.status, StatusCode::OK, "{}", discovered.text);
+    assert!(discovered.headers.get("mcp-session-id").is_none());
+    let result = &message(&discovered)["result"];
+    assert_eq!(
+        result["supportedVersions"],
+        json!(["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]),
+        "{result}"
+    );
+    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+
+    let listed = stateless(&h, ALICE, "tools/list", json!({})).await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
+    let result = &message(&listed)["result"];
+    let names: Vec<&str> = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "tools/list is in name order");
+    assert!(names.contains(&"calculator"), "{names:?}");
+    // The caching hints 2026-07-28 requires: the list depends on the caller, so private.
+    assert_eq!(result["cacheScope"], "private", "{result}");
+    assert!(result["ttlMs"].is_u64(), "{result}");
+
+    let called = stateless(
+        &h,
+        ALICE,
+        "tools/call",
+        json!({"name": "calculator", "arguments": {"expression": "6 * 7"}}),
+    )
+    .await;
+    assert_eq!(called.status, StatusCode::OK, "{}", called.text);
+    let result = &message(&called)["result"];
+    assert_eq!(result["structuredContent"]["result"], 42, "{result}");
+    assert_eq!(result["resultType"], "complete", "{result}");
+    assert_eq!(h.gw.mcp_session_counts().awake, 0, "no session was opened");
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn under_2026_07_28_a_confirmation_waits_as_a_durable_approval() {
+    // 2026-07-28 has no server-initiated requests: a client that declares elicitation is not
+    // sent elicitation/create; the call waits as a durable approval and the result names it.
+    let h = harness().await;
+    let called = stateless(
+        &h,
+        ALICE,
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": "x.txt", "content": "no"}}),
+    )
+    .await;
+    assert_eq!(called.status, StatusCode::OK, "{}", called.text);
+    assert!(
+        !called.text.contains("elicitation/create"),
+        "{}",
+        called.text
+    );
+    let result = &message(&called)["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    let meta = &result["_meta"]["dev.toolgate/result"];
+    assert_eq!(meta["errorKind"], "confirmation_required", "{result}");
+    assert!(meta["approvalId"].is_string(), "{result}");
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_2026_07_28_request_takes_no_session_slot() {
+    // A principal at its session cap still gets its stateless requests answered.
+    let h = Harness::with_options(toolgate_server::GatewayOptions {
+        principals: vec![principal(
+            "alice",
+            &["tool.*"],
+            None,
+            ALICE,
+            Quota::default(),
+        )],
+        sessions: toolgate_server::SessionLimits {
+            max_sessions: 10,
+            max_per_principal: 1,
+            ..toolgate_server::SessionLimits::default()
+        },
+        ..toolgate_server::GatewayOptions::default()
+    })
+    .await;
+    let _ = open(&h, "2025-11-25").await;
+    let refused = post(
+        &h,
+        None,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "revisions-test", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        refused.text
+    );
+    let called = stateless(
+        &h,
+        ALICE,
+        "tools/call",
+        json!({"name": "calculator", "arguments": {"expression": "1 + 1"}}),
+    )
+    .await;
+    assert_eq!(called.status, StatusCode::OK, "{}", called.text);
+    assert_eq!(message(&called)["result"]["structuredContent"]["result"], 2);
+    // An initialize sent with a 2026-07-28 header still needs a slot: it is refused.
+    let sneaked = h
+        .send_with(
+            Method::POST,
+            "/mcp",
+            Some(ALICE),
+            Some(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2026-07-28", "capabilities": {},
+                "clientInfo": {"name": "revisions-test", "version": "1"}}}),
+            ),
+            &[
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2026-07-28"),
+            ],
+        )
+        .await;
+    assert!(
+        sneaked.headers.get("mcp-session-id").is_none(),
+        "{}",
+        sneaked.text
+    );
+    assert_eq!(h.gw.mcp_session_counts().awake, 1);
+    h.cleanup().await;
+}
