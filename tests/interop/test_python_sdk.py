@@ -906,3 +906,23 @@ def test_2026_07_28_listen_announces_tool_changes(http_server: Server) -> None:
         assert status in (200, 204), status
 
     run(body)
+
+
+@pytest.mark.parametrize("level", [None, "info", "warning"])
+def test_2026_07_28_logs_only_at_the_requests_log_level(server: Server, level: str | None) -> None:
+    """2026-07-28 makes log messages a per-request opt-in (`_meta` logLevel): without it a call
+    sends none, with it only those at or above it (the tool logs three at info)."""
+    logs: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+
+    async def body() -> None:
+        async with modern_client(server, logging_callback=on_log, log_level=level) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            result = await client.call_tool("test_tool_with_logging", {})
+        assert result.is_error is False, texts(result)
+        expected = 3 if level == "info" else 0
+        assert len(logs) == expected, f"log level {level!r}: {len(logs)} log messages, expected {expected}: {logs!r}"
+
+    run(body)
