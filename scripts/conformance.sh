@@ -11,21 +11,38 @@
 # every tool's listed definition (title, description, schemas) equal the direct run's, and
 # concurrent callers' elicitation and sampling requests each reach their own caller.
 #
-# Usage: scripts/conformance.sh [--through-gateway] [--suite active|all] [--debug]
+# --revision 2026-07-28: the suite's 0.2 line (@modelcontextprotocol/conformance 0.2.0-alpha.12,
+# the first to test that revision) with `--requirements 2026-07-28` — exactly the scenarios that
+# revision requires, at its wire — against the fixtures directly, with its own baseline
+# (examples/conformance/expected-failures-2026-07-28.yml). 0.1.16 stays the run for the
+# revisions with a handshake.
+#
+# Usage: scripts/conformance.sh [--through-gateway] [--suite active|all] [--revision 2026-07-28] [--debug]
 #   --debug  use the dev profile instead of release (quicker to build while working on it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suite="active"
+revision=""
 gateway=false
 profile="release"
 while [ $# -gt 0 ]; do
   case "$1" in
     --suite) suite="${2:?--suite needs a value}"; shift 2 ;;
     --through-gateway) gateway=true; shift ;;
+    --revision) revision="${2:?--revision needs a value}"; shift 2 ;;
     --debug) profile="dev"; shift ;;
-    *) echo "unknown option $1; usage: scripts/conformance.sh [--through-gateway] [--suite active|all] [--debug]" >&2; exit 2 ;;
+    *) echo "unknown option $1; usage: scripts/conformance.sh [--through-gateway] [--suite active|all] [--revision 2026-07-28] [--debug]" >&2; exit 2 ;;
   esac
 done
+case "$revision" in
+  "") ;;
+  2026-07-28)
+    if $gateway; then
+      echo "--revision 2026-07-28 runs against the fixtures directly; drop --through-gateway" >&2
+      exit 2
+    fi ;;
+  *) echo "--revision $revision: the only revision with a run of its own is 2026-07-28 (the others are 0.1.16's)" >&2; exit 2 ;;
+esac
 target="${CARGO_TARGET_DIR:-target}"
 if [ "$profile" = "release" ]; then bin="$target/release"; else bin="$target/debug"; fi
 
@@ -97,6 +114,12 @@ fi
 
 # Runs the suite against http://localhost:$1/mcp, results (checks.json per scenario) into $2.
 run_suite() {
+  if [ "$revision" = 2026-07-28 ]; then
+    npx -y -p node@22 -p @modelcontextprotocol/conformance@0.2.0-alpha.12 -- \
+      conformance server --url "http://localhost:$1/mcp" --requirements 2026-07-28 \
+      --expected-failures examples/conformance/expected-failures-2026-07-28.yml -o "$2" </dev/null
+    return
+  fi
   npx -y -p node@22 -p @modelcontextprotocol/conformance@0.1.16 -- \
     conformance server --url "http://localhost:$1/mcp" --suite "$suite" \
     --expected-failures examples/conformance/expected-failures.yml -o "$2" </dev/null

@@ -115,6 +115,9 @@ bash scripts/ui-e2e.sh
 step "MCP conformance suite (@modelcontextprotocol/conformance 0.1.16, baseline: resources and prompts)"
 bash scripts/conformance.sh
 
+step "MCP conformance suite, revision 2026-07-28 (@modelcontextprotocol/conformance 0.2.0-alpha.12, its own baseline)"
+bash scripts/conformance.sh --revision 2026-07-28
+
 step "MCP conformance suite through the gateway (toolgate serve in front of the fixtures: same baseline, same answers as direct)"
 bash scripts/conformance.sh --through-gateway
 

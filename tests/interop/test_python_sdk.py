@@ -17,7 +17,17 @@ SDK's own client, over stdio and over Streamable HTTP:
    waits as a named approval for a client without elicitation;
 9. consent is explicit: an accept with `{}`, `approve: false`, `"true"` or `1` runs nothing (a
    counted side effect and a file write stay undone, the result is `rejected` and says why);
-   only `approve: true` runs the call, exactly once.
+   only `approve: true` runs the call, exactly once;
+10. a client pinned to 2025-03-26 is answered in 2025-03-26, lists and calls, and gets only
+   what that revision defines;
+11. (HTTP) closing a session: the SDK's `DELETE /mcp` is answered 204, so it logs no
+   `Session termination failed`, and the session is gone;
+12. the SDK's `Client` takes 2026-07-28 through `server/discover`, lists (in name order, private
+   cache scope) and calls without a session; a confirmation is an input-required round trip the
+   SDK answers through its elicitation callback (only `approve: true` runs the call, once), or
+   without that callback waits as a durable approval; (HTTP) `subscriptions/listen` announces a
+   tool added over REST; log
+   messages come only for a request whose `_meta` names a logLevel, at or above it.
 
 Run through scripts/interop.sh, which installs the pinned SDK into a venv and builds the binary.
 The binary is taken from $TOOLGATE_CONFORMANCE_BIN, else target/release/examples/conformance.
@@ -26,6 +36,7 @@ The binary is taken from $TOOLGATE_CONFORMANCE_BIN, else target/release/examples
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import socket
@@ -742,5 +753,207 @@ def test_consent_is_explicit(server: Server, content: dict[str, Any], runs: bool
                 assert not absent, f"the refusal {message!r} does not say {absent}"
             assert counted.structured_content == {"runs": 0}, f"accept with {content!r}: {counted.structured_content!r}"
             assert read.is_error is True, f"accept with {content!r} wrote the file: {texts(read)}"
+
+    run(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. a client pinned to an older revision is answered in it
+
+
+def test_client_pinned_to_2025_03_26(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK offers its newest handshake revision; pinned to 2025-03-26 (the version it puts
+    in `initialize`), it gets 2025-03-26 back and lists and calls in it, and the answers carry
+    only what that revision defines: no structured content, titles, output schemas or tool
+    `_meta`."""
+    import mcp.client.session as client_session
+
+    monkeypatch.setattr(client_session, "LATEST_HANDSHAKE_VERSION", "2025-03-26")
+
+    async def body() -> None:
+        wire = Wire()
+        async with session_for(server, wire=wire) as (session, init):
+            assert init.protocol_version == "2025-03-26", init
+            assert session.protocol_version == "2025-03-26"
+            tools = await list_all_tools(session)
+            good = await session.call_tool("calculator", {"expression": "6 * 7"})
+            bad = await session.call_tool("calculator", {"expression": "1", "x": 1})
+        sent = [m for _, m in wire.sent("initialize")]
+        assert sent and sent[0]["params"]["protocolVersion"] == "2025-03-26", wire.dump()
+        assert "title" not in init.server_info.model_dump(exclude_none=True), init.server_info
+        names = [t.name for t in tools]
+        assert "calculator" in names, names
+        for tool in tools:
+            assert tool.title is None and tool.output_schema is None and tool.meta is None, tool
+            assert tool.input_schema.get("type") == "object", tool
+        assert good.is_error is False, texts(good)
+        assert good.structured_content is None, good
+        assert json.loads(texts(good)) == {"result": 42}, texts(good)
+        assert bad.is_error is True and "'x'" in texts(bad), texts(bad)
+        assert _error_kind(bad), bad  # the result's _meta, which 2025-03-26 has, names the kind
+
+    run(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. closing an HTTP session
+
+
+def test_closing_a_session_logs_no_termination_failure(
+    http_server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK ends its session with `DELETE /mcp` on close and warns `Session termination
+    failed: <status>` for anything but 200/204 (405, termination not allowed, only at debug).
+    toolgate ends the session and answers 204: no warning, and the session is gone."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    caplog.set_level(logging.DEBUG, logger="mcp.client.streamable_http")
+    deletes: list[tuple[str, int]] = []
+
+    async def on_response(response: Any) -> None:
+        if response.request.method == "DELETE":
+            deletes.append((response.request.headers.get("mcp-session-id", ""), response.status_code))
+
+    async def body() -> None:
+        client = create_mcp_http_client()
+        client.event_hooks = {"request": [], "response": [on_response]}
+        async with client:
+            async with streamable_http_client(http_server.mcp_url, http_client=client) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    await session.list_tools()
+
+    run(body)
+    termination = [r.getMessage() for r in caplog.records if "termination" in r.getMessage().lower()]
+    assert not termination, f"the SDK complained about the session's end: {termination}"
+    assert len(deletes) == 1 and deletes[0][1] == 204, f"DELETE /mcp answers: {deletes}"
+    # The session is gone: a request on its id is answered 404.
+    init = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    req = urllib.request.Request(http_server.mcp_url, data=json.dumps(init).encode(), method="POST")
+    req.add_header("content-type", "application/json")
+    req.add_header("accept", "application/json, text/event-stream")
+    req.add_header("mcp-session-id", deletes[0][0])
+    req.add_header("mcp-protocol-version", "2025-11-25")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            status = r.status
+    except urllib.error.HTTPError as e:
+        status = e.code
+    assert status == 404, f"the closed session {deletes[0][0]} still answers ({status})"
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. the 2026-07-28 revision: no session, server/discover, subscriptions/listen
+
+
+@asynccontextmanager
+async def modern_client(srv: Server, **kwargs: Any) -> AsyncIterator[Any]:
+    """The SDK's high-level Client in its default mode, which probes `server/discover` and takes
+    the newest revision both sides speak."""
+    from mcp import Client
+
+    target: Any = srv.mcp_url if srv.transport == "http" else StdioServerParameters(
+        command=str(BINARY), args=["--stdio"]
+    )
+    async with Client(target, cache=None, **kwargs) as client:
+        yield client
+
+
+def test_2026_07_28_client_lists_and_calls(server: Server) -> None:
+    async def body() -> None:
+        async with modern_client(server) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            listed = await client.list_tools()
+            names = [t.name for t in listed.tools]
+            assert names == sorted(names), f"tools/list is not in name order: {names}"
+            assert "calculator" in names, names
+            assert listed.cache_scope == "private", listed
+            good = await client.call_tool("calculator", {"expression": "6 * 7"})
+            bad = await client.call_tool("calculator", {"expression": "1", "x": 1})
+            confirmed = await client.call_tool("test_confirmed_action", {"what": "the thing"})
+            counted = await client.call_tool("test_confirmed_action_runs", {})
+        assert good.is_error is False and good.structured_content == {"result": 42}, good
+        assert bad.is_error is True and "'x'" in texts(bad), texts(bad)
+        # A client that cannot elicit: the confirmation waits as a durable approval, nothing runs.
+        assert confirmed.is_error is True and _error_kind(confirmed) == "confirmation_required", confirmed
+        assert (confirmed.meta or {}).get("dev.toolgate/result", {}).get("approvalId"), confirmed
+        assert counted.structured_content == {"runs": 0}, counted
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    "content,runs",
+    [({"approve": True}, 1), ({}, 0), ({"approve": "true"}, 0), ({"approve": False}, 0)],
+    ids=["approve-true", "empty", "string-true", "approve-false"],
+)
+def test_2026_07_28_confirmation_is_an_input_required_round_trip(
+    server: Server, content: dict[str, Any], runs: int
+) -> None:
+    """2026-07-28 has no server-initiated requests: the confirmation form comes back as an
+    input-required result, the SDK answers it through its elicitation callback and calls again;
+    only `approve: true` runs the call, once."""
+    asked: list[Any] = []
+
+    async def on_elicit(_context: Any, params: Any) -> Any:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content=content)
+
+    async def body() -> None:
+        async with modern_client(server, elicitation_callback=on_elicit) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            result = await client.call_tool("test_confirmed_action", {"what": "the thing"})
+            counted = await client.call_tool("test_confirmed_action_runs", {})
+        assert len(asked) == 1, f"expected one confirmation form, got {asked!r}"
+        schema = getattr(asked[0], "requested_schema", None) or {}
+        approve = (schema.get("properties") or {}).get("approve")
+        assert isinstance(approve, dict) and "default" not in approve, schema
+        assert counted.structured_content == {"runs": runs}, f"{content!r}: {counted.structured_content!r}"
+        if runs:
+            assert result.is_error is False and result.structured_content == {"done": "the thing"}, result
+        else:
+            assert result.is_error is True and _error_kind(result) == "rejected", result
+            assert "not approved" in texts(result), texts(result)
+
+    run(body)
+
+
+def test_2026_07_28_listen_announces_tool_changes(http_server: Server) -> None:
+    from mcp.client.subscriptions import ToolsListChanged
+
+    async def body() -> None:
+        async with modern_client(http_server) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            async with client.listen(tools_list_changed=True) as sub:
+                assert sub.honored is not None and sub.honored.tools_list_changed, sub.honored
+                status, reply = await rest("POST", f"{http_server.base_url}/v1/tools", INTEROP_TOOL)
+                assert status in (200, 201), (status, reply)
+                with anyio.fail_after(10):
+                    event = await sub.__anext__()
+                assert isinstance(event, ToolsListChanged), event
+            listed = await client.list_tools()
+            assert "interop_tool" in [t.name for t in listed.tools]
+        status, _ = await rest("DELETE", f"{http_server.base_url}/v1/tools/interop_tool")
+        assert status in (200, 204), status
+
+    run(body)
+
+
+@pytest.mark.parametrize("level", [None, "info", "warning"])
+def test_2026_07_28_logs_only_at_the_requests_log_level(server: Server, level: str | None) -> None:
+    """2026-07-28 makes log messages a per-request opt-in (`_meta` logLevel): without it a call
+    sends none, with it only those at or above it (the tool logs three at info)."""
+    logs: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+
+    async def body() -> None:
+        async with modern_client(server, logging_callback=on_log, log_level=level) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            result = await client.call_tool("test_tool_with_logging", {})
+        assert result.is_error is False, texts(result)
+        expected = 3 if level == "info" else 0
+        assert len(logs) == expected, f"log level {level!r}: {len(logs)} log messages, expected {expected}: {logs!r}"
 
     run(body)

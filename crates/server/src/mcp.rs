@@ -3,7 +3,7 @@
 //! client needs (progress, logs, sampling, elicitation, confirmation) into MCP messages. No rmcp
 //! type leaves this file.
 
-// MCP revision 2026-07-28 deprecates logging and sampling; toolgate speaks 2025-06-18 and
+// MCP revision 2026-07-28 deprecates logging and sampling; toolgate also speaks 2025-03-26 to
 // 2025-11-25, where both are part of the protocol.
 #![allow(deprecated)]
 
@@ -14,12 +14,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::response::IntoResponse;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, ErrorCode, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscriptionFilter, Tool as McpTool,
 };
-use rmcp::service::{NotificationContext, OriginatingRequestId, Peer, RequestContext};
+use rmcp::service::{
+    NotificationContext, OriginatingRequestId, Peer, RequestContext, SubscriptionContext,
+};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
@@ -45,9 +48,81 @@ const RESULT_META_KEY: &str = "dev.toolgate/result";
 /// Tools per `tools/list` page.
 const PAGE: usize = 100;
 
-/// The protocol revisions toolgate implements.
-const PROTOCOL_VERSIONS: [ProtocolVersion; 2] =
-    [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25];
+/// The protocol revisions toolgate implements, oldest first. A client asking for one of the
+/// handshake revisions in `initialize` is answered in it; one asking for another gets the newest
+/// of them (2025-11-25). 2026-07-28 has no handshake: each request carries its revision,
+/// client info and capabilities in `_meta` (`server/discover` lists these).
+const PROTOCOL_VERSIONS: [ProtocolVersion; 4] = [
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
+/// Whether `version` is 2026-07-28 or later: no sessions and no server-initiated requests (so no
+/// elicitation or sampling request from toolgate; a confirmation waits as a durable approval),
+/// log messages only when the request asks for them in `_meta`, list changes through
+/// `subscriptions/listen`.
+fn is_2026_07_28(version: Option<&ProtocolVersion>) -> bool {
+    version.is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Whether `version` is 2025-03-26 (or older): the revision without structured content, output
+/// schemas, titles, `_meta` on tools and content blocks, resource links and elicitation, so an
+/// answer to its client leaves them out.
+fn is_2025_03_26(version: Option<&ProtocolVersion>) -> bool {
+    version.is_some_and(|v| v.as_str() < ProtocolVersion::V_2025_06_18.as_str())
+}
+
+/// A tool as 2025-03-26 defines it: name, description, input schema and annotations (whose
+/// `title` that revision has).
+fn tool_for_2025_03_26(tool: &mut McpTool) {
+    tool.title = None;
+    tool.output_schema = None;
+    tool.icons = None;
+    tool.meta = None;
+}
+
+/// A call result as 2025-03-26 defines it: no structured content (its JSON is the text block
+/// already), resource links as text, no `_meta` or `lastModified` on content blocks. The
+/// result's own `_meta` (call id, error kind) is part of that revision and stays.
+fn result_for_2025_03_26(result: &mut CallToolResult) {
+    result.structured_content = None;
+    let plain = |annotations: &mut Option<rmcp::model::Annotations>| {
+        if let Some(a) = annotations.as_mut() {
+            a.last_modified = None;
+        }
+    };
+    for block in &mut result.content {
+        match block {
+            ContentBlock::Text(c) => {
+                c.meta = None;
+                plain(&mut c.annotations);
+            }
+            ContentBlock::Image(c) => {
+                c.meta = None;
+                plain(&mut c.annotations);
+            }
+            ContentBlock::Audio(c) => {
+                c.meta = None;
+                plain(&mut c.annotations);
+            }
+            ContentBlock::Resource(c) => {
+                c.meta = None;
+                plain(&mut c.annotations);
+            }
+            ContentBlock::ResourceLink(link) => {
+                let text = match &link.description {
+                    Some(d) => format!("Resource {} ({}): {d}", link.name, link.uri),
+                    None => format!("Resource {} ({})", link.name, link.uri),
+                };
+                *block = ContentBlock::text(text);
+            }
+            // A kind rmcp adds later is passed on as it is.
+            _ => {}
+        }
+    }
+}
 
 /// One MCP session (rmcp makes one handler per session).
 #[derive(Clone)]
@@ -182,6 +257,60 @@ impl ServerHandler for McpHandler {
         Cow::Owned(PROTOCOL_VERSIONS.to_vec())
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        // `serverInfo.title` came with 2025-06-18.
+        if is_2025_03_26(Some(&result.protocol_version)) {
+            result.server_info.title = None;
+        }
+        Ok(result)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Tools are all toolgate lists; rmcp keeps what the client asked for of this.
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// `subscriptions/listen` (2026-07-28): `notifications/tools/list_changed` on the request's
+    /// stream whenever the registry changes, until the client cancels or the server stops.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        // An open stream takes a slot under the session caps (on HTTP, where they apply).
+        let _slot = match self.gw.mcp_sessions.get() {
+            Some(sessions) => {
+                let caller = self.caller(context.request_context())?;
+                Some(
+                    sessions
+                        .hold(caller.principal.id.as_str())
+                        .map_err(|message| McpError::new(ErrorCode(-32000), message, None))?,
+                )
+            }
+            None => None,
+        };
+        let mut changes = self.gw.registry().subscribe();
+        changes.mark_unchanged();
+        let stop = self.gw.close_streams.clone();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                () = stop.cancelled() => return Ok(()),
+                changed = changes.changed() => if changed.is_err() { return Ok(()) },
+            }
+            if context.accepted().tools_list_changed == Some(true)
+                && context.sink().notify_tool_list_changed().await.is_err()
+            {
+                return Ok(());
+            }
+        }
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // A session woken from sleep (see `mcp_sessions`) gets its logging level back.
         if let (Some(id), Some(sessions)) = (
@@ -244,6 +373,9 @@ impl ServerHandler for McpHandler {
             }
             tools.push(mcp_tool(registered.spec())?);
         }
+        if is_2025_03_26(context.protocol_version().as_ref()) {
+            tools.iter_mut().for_each(tool_for_2025_03_26);
+        }
         let next_cursor = if more {
             tools.last().map(|t: &McpTool| format!("after:{}", t.name))
         } else {
@@ -256,10 +388,12 @@ impl ServerHandler for McpHandler {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caller = self.caller(&context)?;
+        let request_state = request.request_state.take();
+        let input_responses = request.input_responses.take();
         let name = request.name.to_string();
         // A withheld name (an upstream tool in quarantine) goes on to the pipeline, which
         // refuses it `unavailable` naming what changed and how to approve it.
@@ -277,12 +411,29 @@ impl ServerHandler for McpHandler {
         }
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
         let peer = context.peer.clone();
+        let version = context.protocol_version();
+        let old_revision = is_2025_03_26(version.as_ref());
+        let stateless = is_2026_07_28(version.as_ref());
         let (can_elicit, can_sample) = peer.peer_info().map_or((false, false), |info| {
             (
-                info.capabilities.elicitation.is_some(),
-                info.capabilities.sampling.is_some(),
+                // Elicitation came with 2025-06-18: a 2025-03-26 client is never asked. Under
+                // 2026-07-28 the server sends no requests of its own.
+                info.capabilities.elicitation.is_some() && !old_revision && !stateless,
+                info.capabilities.sampling.is_some() && !stateless,
             )
         });
+        // Under 2026-07-28 a request opts in to log messages with `_meta` logLevel; without it
+        // it gets none. Before, the session's `logging/setLevel` decides.
+        let log_floor = if stateless {
+            LogFloor::Request(
+                context
+                    .meta
+                    .log_level()
+                    .map(|level| level_index(from_mcp_level(level))),
+            )
+        } else {
+            LogFloor::Session
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         let bridge = Arc::new(Bridge {
             peer,
@@ -290,9 +441,48 @@ impl ServerHandler for McpHandler {
             can_sample,
             outbox: std::sync::Mutex::new(Some(tx)),
             session: Arc::clone(&self.session),
+            log_floor,
             progress: context.meta.get_progress_token(),
             request: context.id.clone(),
         });
+        // Under 2026-07-28 a client that can ask its user is asked through an input-required
+        // result (see mcp_input): a first round records the question, a second one carries the
+        // answer and the requestState of the first, bound to this principal, tool and arguments.
+        let client_elicits = stateless
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some());
+        let mut next_round: Option<(Arc<crate::mcp_input::AskNextRound>, String, Value)> = None;
+        let mut answered: Option<Decision> = None;
+        if client_elicits {
+            let principal = caller.principal.id.as_str();
+            let answer = match &request_state {
+                Some(state) => {
+                    if !self
+                        .gw
+                        .confirmations
+                        .redeem(state, principal, &name, &arguments)
+                    {
+                        return Err(McpError::invalid_params(
+                            "requestState is not one this server issued for this call: it is unknown, already used, expired (after 10 minutes), for another call or principal, or from another toolgate instance. Call the tool again without requestState and inputResponses.",
+                            None,
+                        ));
+                    }
+                    crate::mcp_input::answer_of(input_responses.as_ref())
+                }
+                None => None,
+            };
+            match answer {
+                Some(answer) => answered = Some(elicited_decision(answer)),
+                None => {
+                    next_round = Some((
+                        Arc::new(crate::mcp_input::AskNextRound::default()),
+                        name.clone(),
+                        arguments.clone(),
+                    ));
+                }
+            }
+        }
         let mut call =
             CallRequest::new(name, arguments).client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
         // Where the call came from: the client as it introduced itself in `initialize`.
@@ -304,7 +494,11 @@ impl ServerHandler for McpHandler {
         }
         // A client that can ask its user does; otherwise the call waits as a durable approval
         // (the pipeline's default gate) and the result names it.
-        if bridge.can_elicit() {
+        if let Some(decision) = answered {
+            call = call.approval(Arc::new(crate::mcp_input::Answered(decision)));
+        } else if let Some((ask, _, _)) = &next_round {
+            call = call.approval(Arc::clone(ask) as Arc<dyn ApprovalHandler>);
+        } else if bridge.can_elicit() {
             call = call.approval(Arc::new(ElicitApproval {
                 bridge: Arc::clone(&bridge),
             }));
@@ -322,7 +516,22 @@ impl ServerHandler for McpHandler {
             result
         };
         let (result, ()) = tokio::join!(calling, forward(&context.peer, rx));
-        Ok(CallToolResponse::Complete(call_result(result)))
+        if let Some((ask, name, arguments)) = next_round
+            && let Some(message) = ask.asked()
+        {
+            let token =
+                self.gw
+                    .confirmations
+                    .issue(caller.principal.id.as_str(), &name, &arguments);
+            let input = crate::mcp_input::input_required(message, token)
+                .map_err(|e| McpError::internal_error(e, None))?;
+            return Ok(CallToolResponse::InputRequired(input));
+        }
+        let mut result = call_result(result);
+        if old_revision {
+            result_for_2025_03_26(&mut result);
+        }
+        Ok(CallToolResponse::Complete(result))
     }
 }
 
@@ -411,6 +620,14 @@ async fn forward(peer: &Peer<RoleServer>, mut rx: mpsc::UnboundedReceiver<Outgoi
     }
 }
 
+/// Which log messages a call sends.
+enum LogFloor {
+    /// The session's level (`logging/setLevel`; info until set): revisions with a handshake.
+    Session,
+    /// The request's own `_meta` logLevel, none without it (2026-07-28).
+    Request(Option<usize>),
+}
+
 /// The call's connection to its MCP client.
 struct Bridge {
     peer: Peer<RoleServer>,
@@ -418,6 +635,7 @@ struct Bridge {
     can_sample: bool,
     outbox: std::sync::Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
     session: Arc<Session>,
+    log_floor: LogFloor,
     progress: Option<ProgressToken>,
     /// The `tools/call` request this call answers: its elicitation and sampling requests are
     /// marked with it so that they ride that request's SSE stream (SEP-2260) and the client
@@ -466,7 +684,12 @@ impl ProgressSink for Bridge {
 
 impl ClientBridge for Bridge {
     fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        if level_index(level) < self.session.min_level.load(Ordering::SeqCst) {
+        let floor = match self.log_floor {
+            LogFloor::Session => self.session.min_level.load(Ordering::SeqCst),
+            LogFloor::Request(Some(floor)) => floor,
+            LogFloor::Request(None) => return,
+        };
+        if level_index(level) < floor {
             return;
         }
         let mut param = LoggingMessageNotificationParam::new(to_mcp_level(level), data);
@@ -586,29 +809,35 @@ struct ElicitApproval {
 impl ApprovalHandler for ElicitApproval {
     fn decide<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
         Box::pin(async move {
-            let spec = request.spec;
-            let message = format!(
-                "Allow tool {} to run for {}? It {} ({} consequence). Arguments: {}",
-                spec.name(),
-                request.principal.id,
-                match spec.effect() {
-                    toolgate_core::Effect::Read => "reads data",
-                    toolgate_core::Effect::Write => "writes data",
-                    toolgate_core::Effect::Delete => "deletes data",
-                    toolgate_core::Effect::SideEffect => "has side effects outside toolgate",
-                },
-                spec.consequence(),
-                request.arguments
-            );
+            let message = confirmation_message(request);
             let answer = self.bridge.elicit(message, approval_form()).await;
             elicited_decision(answer)
         })
     }
 }
 
+/// What the confirmation form says: the tool, for whom, what it does and the (redacted)
+/// arguments.
+pub(crate) fn confirmation_message(request: &ApprovalRequest<'_>) -> String {
+    let spec = request.spec;
+    format!(
+        "Allow tool {} to run for {}? It {} ({} consequence). Arguments: {}",
+        spec.name(),
+        request.principal.id,
+        match spec.effect() {
+            toolgate_core::Effect::Read => "reads data",
+            toolgate_core::Effect::Write => "writes data",
+            toolgate_core::Effect::Delete => "deletes data",
+            toolgate_core::Effect::SideEffect => "has side effects outside toolgate",
+        },
+        spec.consequence(),
+        request.arguments
+    )
+}
+
 /// The confirmation form: one required boolean, `approve`, with no default, so that a client
 /// which fills in defaults or accepts forms unseen does not approve anything.
-fn approval_form() -> Value {
+pub(crate) fn approval_form() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -626,7 +855,7 @@ fn approval_form() -> Value {
 /// `accept` whose content has `approve` set to the JSON boolean `true` approves; an accept
 /// with no `approve`, with `false` or with anything else (`"true"`, `1`), a decline and a
 /// cancel are refusals that say why. A failed request leaves the call unanswered.
-fn elicited_decision(answer: Result<ElicitAnswer, ToolError>) -> Decision {
+pub(crate) fn elicited_decision(answer: Result<ElicitAnswer, ToolError>) -> Decision {
     let denied = |reason: String| Decision::Denied {
         reason: Some(reason),
     };
@@ -697,7 +926,8 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
         let sessions = sessions.clone();
         async move {
             let admitting = sessions.clone();
-            crate::mcp_session_owner::serve_owned(
+            let deleting = request.method() == axum::http::Method::DELETE;
+            let response = crate::mcp_session_owner::serve_owned(
                 request,
                 |id| sessions.owner_of(id),
                 |request| async move {
@@ -708,7 +938,8 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
                         .await
                 },
             )
-            .await
+            .await;
+            session_ended(deleting, response)
         }
     });
     axum::Router::new()
@@ -717,6 +948,29 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
             gw,
             crate::rest::authenticate,
         ))
+}
+
+/// The answer to a `DELETE /mcp` that ended its session: 204 No Content rather than rmcp's 202.
+/// The transport spec leaves the status of a granted termination open (only 405, "not
+/// allowed", and 404, "no such session", are named); the session is gone when the answer is
+/// sent, so 202 ("accepted, not yet done") is the wrong word, and clients read it as a failure
+/// (the official Python SDK logs `Session termination failed: 202` on every close; it accepts
+/// 200 and 204). Every other answer passes unchanged.
+fn session_ended(
+    deleting: bool,
+    mut response: axum::response::Response,
+) -> axum::response::Response {
+    if deleting && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+        *response.body_mut() = axum::body::Body::empty();
+        response
+            .headers_mut()
+            .remove(axum::http::header::CONTENT_TYPE);
+        response
+            .headers_mut()
+            .remove(axum::http::header::CONTENT_LENGTH);
+    }
+    response
 }
 
 /// Serves one MCP session on stdin/stdout as the local principal.
@@ -767,6 +1021,13 @@ mod tests {
     /// declares elicitation and answers the confirmation form with `accept` and `content`.
     /// Returns the `tools/call` result and how many times the tool ran.
     async fn call_confirmed(content: Value) -> (Value, u64) {
+        let (result, runs, asked) = call_confirmed_in("2025-06-18", content).await;
+        assert_eq!(asked, 1, "one confirmation form per call");
+        (result, runs)
+    }
+
+    /// [`call_confirmed`] in revision `version`: also how many confirmation forms came.
+    async fn call_confirmed_in(version: &str, content: Value) -> (Value, u64, usize) {
         use std::sync::atomic::AtomicU64;
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -816,7 +1077,7 @@ mod tests {
         };
         send(
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18",
+                "protocolVersion": version,
                 "capabilities": {"elicitation": {}},
                 "clientInfo": {"name": "consent-test", "version": "1"}
             }}),
@@ -824,6 +1085,7 @@ mod tests {
         .await;
         let init: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(init["id"], 1, "{init}");
+        assert_eq!(init["result"]["protocolVersion"], version, "{init}");
         send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
         send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "confirmed_write", "arguments": {}}}))
@@ -847,10 +1109,22 @@ mod tests {
                 break message["result"].clone();
             }
         };
-        assert_eq!(asked, 1, "one confirmation form per call");
         stop.cancel();
         let _ = server.await;
-        (result, runs.load(Ordering::SeqCst))
+        (result, runs.load(Ordering::SeqCst), asked)
+    }
+
+    #[tokio::test]
+    async fn a_2025_03_26_client_is_never_asked_through_elicitation() {
+        // That revision has no elicitation: even a client that declares it is not sent
+        // elicitation/create; the call waits as a durable approval and the result names it.
+        let (result, runs, asked) = call_confirmed_in("2025-03-26", json!({"approve": true})).await;
+        assert_eq!((runs, asked), (0, 0), "{result}");
+        assert_eq!(result["isError"], true, "{result}");
+        let meta = &result["_meta"][RESULT_META_KEY];
+        assert_eq!(meta["errorKind"], "confirmation_required", "{result}");
+        assert!(meta["approvalId"].is_string(), "{result}");
+        assert!(result.get("structuredContent").is_none(), "{result}");
     }
 
     #[tokio::test]

@@ -67,6 +67,10 @@ pub(crate) const SESSIONS_REFUSED_METRIC: &str = "mcp.sessions.refused";
 /// The header carrying the session id.
 const SESSION_HEADER: &str = "mcp-session-id";
 
+/// The first revision without sessions (rmcp's `ProtocolVersion::NO_INITIALIZE`); revisions are
+/// dates, so they compare as strings.
+const STATELESS_REVISION: &str = "2026-07-28";
+
 /// JSON-RPC error code of a refused session (implementation-defined server error range).
 const REFUSED_CODE: i64 = -32000;
 
@@ -241,7 +245,17 @@ pub struct SessionCounts {
 
 tokio::task_local! {
     /// The admitted slot of the request being handled, taken by `create_session`.
-    static ADMITTED: RefCell<Option<Admission>>;
+    static ADMITTED: RefCell<Option<Slot>>;
+}
+
+/// What `admit` left for `create_session`.
+enum Slot {
+    /// A slot taken before rmcp saw the request.
+    Reserved(Admission),
+    /// A 2026-07-28 request, which opens no session: no slot was taken up front. Should it still
+    /// open one (an `initialize` sent with a 2026-07-28 header), the slot is taken then, under
+    /// the same caps and for the same principal.
+    Deferred(Arc<str>),
 }
 
 /// A slot taken by a new session's `initialize` before rmcp creates the session; given back
@@ -335,7 +349,9 @@ impl BoundedSessions {
     }
 
     /// Serves one `/mcp` request: a request that would open a session (a POST without
-    /// `Mcp-Session-Id`) first takes a slot under both caps, or is refused.
+    /// `Mcp-Session-Id`) first takes a slot under both caps, or is refused. A 2026-07-28 request
+    /// (its `MCP-Protocol-Version` header) opens none, so it takes no slot and is never refused
+    /// for the caps; if it opens one after all, the slot is taken when the session is made.
     pub(crate) async fn admit<F, Fut>(&self, request: axum::extract::Request, serve: F) -> Response
     where
         F: FnOnce(axum::extract::Request) -> Fut,
@@ -350,10 +366,23 @@ impl BoundedSessions {
             .extensions()
             .get::<Arc<Caller>>()
             .map_or_else(|| Arc::from("-"), |c| Arc::from(c.principal.id.as_str()));
+        let stateless = request
+            .headers()
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v >= STATELESS_REVISION);
+        if stateless {
+            return ADMITTED
+                .scope(RefCell::new(Some(Slot::Deferred(owner))), serve(request))
+                .await;
+        }
         match self.reserve(&owner) {
             Ok(admission) => {
                 ADMITTED
-                    .scope(RefCell::new(Some(admission)), serve(request))
+                    .scope(
+                        RefCell::new(Some(Slot::Reserved(admission))),
+                        serve(request),
+                    )
                     .await
             }
             Err(refusal) => self.refuse(&owner, refusal),
@@ -376,6 +405,26 @@ impl BoundedSessions {
             shared: Arc::clone(&self.shared),
             owner: Arc::clone(owner),
             taken: false,
+        })
+    }
+
+    /// A slot under both caps for an open 2026-07-28 `subscriptions/listen` stream, which holds
+    /// a connection as long as a session's stream does; given back when the guard is dropped.
+    /// Refused with the message a new session would get.
+    pub(crate) fn hold(&self, owner: &str) -> Result<impl Drop + use<>, String> {
+        let owner: Arc<str> = Arc::from(owner);
+        self.reserve(&owner).map_err(|refusal| {
+            let limits = self.shared.limits;
+            match refusal {
+                Refusal::Server { open } => format!(
+                    "Too many open MCP sessions and subscriptions/listen streams on this server: {open} open, the cap is {} ([server] max_sessions in the config file). Close a listen stream you do not need, or retry later.",
+                    limits.max_sessions
+                ),
+                Refusal::Principal { open } => format!(
+                    "Too many open MCP sessions and subscriptions/listen streams for principal {owner}: {open} open, the cap is {} per principal ([server] max_sessions_per_principal in the config file). One listen stream per client is enough: close the others, or retry later.",
+                    limits.max_per_principal
+                ),
+            }
         })
     }
 
@@ -612,17 +661,19 @@ impl SessionManager for BoundedSessions {
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         // The slot `admit` took; a session created another way takes one here (or none is
         // left, and the session is refused).
-        let admission = ADMITTED
+        let slot = ADMITTED
             .try_with(|slot| slot.borrow_mut().take())
             .ok()
             .flatten();
-        let mut admission = match admission {
-            Some(a) => a,
-            None => self.reserve(&Arc::from("-")).map_err(|refusal| {
-                LocalSessionManagerError::SessionError(
-                    std::io::Error::other(format!("MCP session refused: {refusal:?}")).into(),
-                )
-            })?,
+        let refused = |refusal: Refusal| {
+            LocalSessionManagerError::SessionError(
+                std::io::Error::other(format!("MCP session refused: {refusal:?}")).into(),
+            )
+        };
+        let mut admission = match slot {
+            Some(Slot::Reserved(a)) => a,
+            Some(Slot::Deferred(owner)) => self.reserve(&owner).map_err(refused)?,
+            None => self.reserve(&Arc::from("-")).map_err(refused)?,
         };
         let (id, transport) = self.shared.local.create_session().await?;
         admission.taken = true;
