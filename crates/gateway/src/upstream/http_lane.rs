@@ -27,6 +27,7 @@ use rmcp::model::{
     ServerNotification, ServerRequest,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{BoxFuture, ToolContext};
 use toolgate_net::{SseEvents, StreamResponse};
@@ -103,13 +104,18 @@ struct CallMeta<'a> {
     progress_token: &'a str,
 }
 
-/// What kind of JSON-RPC message an event holds (the rest is skipped, not built).
+/// A message on the call's stream, read once: a response's result or error is built as it is
+/// read (a notification's or request's params are skipped here and read again by kind).
 #[derive(Deserialize)]
-struct Head {
+struct Event {
     #[serde(default)]
     id: Option<RequestId>,
     #[serde(default)]
     method: Option<String>,
+    #[serde(default)]
+    result: Option<CallToolResult>,
+    #[serde(default)]
+    error: Option<ErrorData>,
 }
 
 /// A response to the call: a tool result or an error.
@@ -396,13 +402,28 @@ impl HttpLane {
                 continue;
             }
             let data = event.data.as_bytes();
-            let Ok(head) = serde_json::from_slice::<Head>(data) else {
-                tracing::debug!(%server, "an event that is not JSON-RPC skipped");
-                continue;
+            let message = match serde_json::from_slice::<Event>(data) {
+                Ok(message) => message,
+                // A response to this call that is not a tool result, or not JSON-RPC at all.
+                Err(_) => match serde_json::from_slice::<Value>(data) {
+                    Ok(v) if v.get("method").is_none() && v.get("id") == Some(&json!(token)) => {
+                        return Reply::outcome(data, server);
+                    }
+                    _ => {
+                        tracing::debug!(%server, "an event that is not JSON-RPC skipped");
+                        continue;
+                    }
+                },
             };
-            match (head.method, head.id) {
+            match (message.method, message.id) {
                 (None, Some(reply_to)) if &reply_to == id => {
-                    return Reply::outcome(data, server);
+                    return match (message.error, message.result) {
+                        (Some(error), _) => LaneOutcome::Refused(error),
+                        (None, Some(result)) => LaneOutcome::Done(result),
+                        (None, None) => {
+                            malformed(server, "answered with neither a result nor an error")
+                        }
+                    };
                 }
                 (None, _) => {}
                 (Some(_), None) => self.notification(data, token, route, ctx, &withdrawn),
