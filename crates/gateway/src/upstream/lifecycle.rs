@@ -67,8 +67,11 @@ pub struct HttpTarget {
     pub headers: BTreeMap<String, String>,
 }
 
+/// A connection and its fast lane, if the transport offers one.
+type Opened = (Service, Option<Arc<dyn Lane>>);
+
 type OpenHttp =
-    dyn Fn(ClientSide, HttpTarget) -> BoxFuture<'static, Result<Service, String>> + Send + Sync;
+    dyn Fn(ClientSide, HttpTarget) -> BoxFuture<'static, Result<Opened, String>> + Send + Sync;
 
 /// Opens Streamable HTTP connections through a transport factory of the embedder's choosing
 /// (toolgate's network-policy client in production).
@@ -89,20 +92,34 @@ impl HttpConnector {
         Fut: Future<Output = Result<T, GatewayError>> + Send + 'static,
         T: Transport<RoleClient> + 'static,
     {
+        Self::with_lane(move |target| {
+            let transport = connect(target);
+            async move { Ok((transport.await?, None)) }
+        })
+    }
+
+    /// [`new`](Self::new) for transports that come with a fast lane for `tools/call`.
+    pub(crate) fn with_lane<F, Fut, T>(connect: F) -> Self
+    where
+        F: Fn(HttpTarget) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(T, Option<Arc<dyn Lane>>), GatewayError>> + Send + 'static,
+        T: Transport<RoleClient> + 'static,
+    {
         Self {
             open: Arc::new(move |side, target| {
                 let label = target.label.clone();
                 let url = target.url.clone();
                 let transport = connect(target);
                 Box::pin(async move {
-                    let transport = transport.await.map_err(|e| e.to_string())?;
+                    let (transport, lane) = transport.await.map_err(|e| e.to_string())?;
                     let transport = side.routed(transport);
-                    side.serve(transport).await.map_err(|e| {
+                    let service = side.serve(transport).await.map_err(|e| {
                         format!(
                             "Server {label} could not complete the MCP handshake at {url}: {}",
                             init_error(&e)
                         )
-                    })
+                    })?;
+                    Ok((service, lane))
                 })
             }),
         }
@@ -714,7 +731,7 @@ impl Upstream {
                 url: url.clone(),
                 headers: entry.headers.clone(),
             };
-            let service = tokio::time::timeout(START_TIMEOUT, (http.open)(side, target))
+            let (service, lane) = tokio::time::timeout(START_TIMEOUT, (http.open)(side, target))
                 .await
                 .map_err(|_| {
                     (
@@ -726,7 +743,6 @@ impl Upstream {
                     )
                 })?
                 .map_err(|e| (e, String::new()))?;
-            let lane: Option<Arc<dyn Lane>> = None;
             (service, None, lane)
         } else {
             return Err((

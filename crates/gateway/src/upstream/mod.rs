@@ -7,6 +7,7 @@
 
 mod client;
 mod forward;
+mod http_lane;
 mod lane;
 mod lifecycle;
 
