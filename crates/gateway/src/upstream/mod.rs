@@ -9,6 +9,7 @@ mod client;
 mod forward;
 mod lane;
 mod lifecycle;
+mod stdio_lane;
 
 pub use lifecycle::{Connector, HttpConnector, HttpTarget, Upstream, UpstreamEvent};
 
