@@ -14,7 +14,6 @@ use rmcp::model::{
 };
 use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -25,6 +24,7 @@ use toolgate_core::{BoxFuture, Isolation, ToolContext, ToolError, ToolOutput, er
 use super::client::{ClientSide, Routes};
 use super::forward;
 use super::lane::{Lane, LaneOutcome};
+use super::stdio_lane::{self, StdioLane};
 use super::{ServerState, StdioHandle, StdioLaunch, StdioProcess, StdioSpawner};
 use crate::{GatewayError, ServerEntry, ServerName, UpstreamTool};
 
@@ -713,9 +713,9 @@ impl Upstream {
                 level: entry.isolation.unwrap_or(Isolation::Standard),
                 access: entry.sandbox.clone(),
             };
-            let (service, handle) =
+            let (service, handle, lane) =
                 start_stdio(name, &*inner.connector.stdio, &launch, side).await?;
-            let lane: Option<Arc<dyn Lane>> = None;
+            let lane: Option<Arc<dyn Lane>> = Some(Arc::new(lane));
             (service, Some(handle), lane)
         } else if let Some(url) = &entry.url {
             let Some(http) = &inner.connector.http else {
@@ -805,13 +805,14 @@ impl Upstream {
     }
 }
 
-/// Spawns a stdio server and completes the MCP handshake with it.
+/// Spawns a stdio server and completes the MCP handshake with it; the connection's fast lane
+/// shares its pipes.
 async fn start_stdio(
     name: &ServerName,
     spawner: &dyn StdioSpawner,
     launch: &StdioLaunch,
     side: ClientSide,
-) -> Result<(Service, Box<dyn StdioHandle>), (String, String)> {
+) -> Result<(Service, Box<dyn StdioHandle>, StdioLane), (String, String)> {
     let StdioProcess {
         stdout,
         stdin,
@@ -819,14 +820,15 @@ async fn start_stdio(
     } = spawner
         .spawn(launch)
         .map_err(|e| (format!("Server {name} could not start: {e}"), String::new()))?;
-    let transport = side.routed(AsyncRwTransport::new(stdout, stdin));
+    let (transport, lane) = stdio_lane::stdio(stdout, stdin);
+    let transport = side.routed(transport);
     let served = tokio::select! {
         served = side.serve(transport) => served.map_err(|e| init_error(&e)),
         status = handle.exited() => Err(format!("the process exited ({status})")),
         () = tokio::time::sleep(START_TIMEOUT) => Err(format!("no answer to initialize within {} s", START_TIMEOUT.as_secs())),
     };
     match served {
-        Ok(service) => Ok((service, handle)),
+        Ok(service) => Ok((service, handle, lane)),
         Err(why) => {
             // A process that ended the handshake by exiting says how; that is the cause.
             let why = match tokio::time::timeout(Duration::from_secs(1), handle.exited()).await {

@@ -10,6 +10,7 @@ mod forward;
 mod http_lane;
 mod lane;
 mod lifecycle;
+mod stdio_lane;
 
 pub use lifecycle::{Connector, HttpConnector, HttpTarget, Upstream, UpstreamEvent};
 
