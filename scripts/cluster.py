@@ -10,6 +10,10 @@ The check (default): three instances on a fresh database, HAProxy on 127.0.0.1 i
 - definitions: a definition added on instance 1 is readable on instances 2 and 3, and a
   `definition` event for it reaches a `/v1/events` stream opened on instance 3 (PostgreSQL
   LISTEN/NOTIFY between the instances);
+- legacy MCP sessions (2025-06-18, in one instance's memory): a session opened through a second
+  HAProxy frontend that is sticky on the `Mcp-Session-Id` response header answers every
+  `tools/list`; through plain round robin only the requests that land on its instance do
+  (reported, not asserted: sessions that work anywhere would be welcome);
 - kill -9 under load: writing calls and approvals (created, then approved, through HAProxy) run
   while one instance is SIGKILLed; afterwards (the killed instance restarted once the load has
   stopped, so its startup recovery settles what it was running) every approval id handed out
@@ -119,6 +123,7 @@ class Cluster:
         self.ports: dict[int, int] = {}
         self.haproxy: subprocess.Popen | None = None
         self.lb_port = free_port()
+        self.sticky_port = free_port()  # /mcp with legacy sessions: sticky on Mcp-Session-Id
         key = work / "audit.key"
         principals = "".join(
             f'\n[principals.{name}]\ntoken_sha256 = "{hashlib.sha256(tok.encode()).hexdigest()}"\n'
@@ -182,6 +187,19 @@ frontend toolgate
     default_backend instances
 backend instances
     balance roundrobin
+    option httpchk
+    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
+{servers}
+# Legacy MCP sessions live in one instance's memory: route a session's requests to the
+# instance that answered its initialize (the Mcp-Session-Id response header).
+frontend toolgate_sticky
+    bind 127.0.0.1:{self.sticky_port}
+    default_backend sticky
+backend sticky
+    balance roundrobin
+    stick-table type string len 64 size 100k expire 30m
+    stick match req.hdr(Mcp-Session-Id)
+    stick store-response res.hdr(Mcp-Session-Id)
     option httpchk
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
 {servers}""")
@@ -346,6 +364,48 @@ def check_definitions(c: Cluster) -> str:
         raise Failed("no definition event for the new tool on instance 3's /v1/events")
     return (f"definitions: added on instance 1, readable on 2 after {waits[2] * 1000:.0f} ms and "
             f"on 3 after {waits[3] * 1000:.0f} ms; instance 3's event stream announced it")
+
+
+def mcp_session(port: int, lists: int) -> int:
+    """Opens a legacy (2025-06-18) MCP session over Streamable HTTP and sends `tools/list`
+    `lists` times on it; how many were answered with a result."""
+    headers = {"Authorization": f"Bearer {TOKENS['loader']}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+
+    def post(body, session=None):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+        h = dict(headers)
+        if session:
+            h["Mcp-Session-Id"] = session
+        conn.request("POST", "/mcp", body=json.dumps(body).encode(), headers=h)
+        resp = conn.getresponse()
+        raw = resp.read().decode(errors="replace")
+        conn.close()
+        return resp.status, resp.getheader("Mcp-Session-Id"), raw
+
+    status, session, raw = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "cluster-test", "version": "1"}}})
+    if status != 200 or not session:
+        raise Failed(f"MCP initialize answered {status} without a session: {raw[:300]}")
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    answered = 0
+    for i in range(lists):
+        status, _, raw = post({"jsonrpc": "2.0", "id": 2 + i, "method": "tools/list"}, session)
+        if status == 200 and '"tools"' in raw:
+            answered += 1
+    return answered
+
+
+def check_mcp_sessions(c: Cluster) -> str:
+    lists = 9
+    sticky = mcp_session(c.sticky_port, lists)
+    if sticky != lists:
+        raise Failed(f"a legacy MCP session through the sticky frontend: {sticky} of {lists} "
+                     "tools/list answered")
+    plain = mcp_session(c.lb_port, lists)
+    return (f"legacy MCP session: {sticky}/{lists} tools/list answered through HAProxy sticky on "
+            f"Mcp-Session-Id; {plain}/{lists} through plain round robin")
 
 
 def check_kill(c: Cluster, binary: Path, effects: Effects, seconds: float = 6.0) -> str:
@@ -585,6 +645,7 @@ def main() -> int:
         results = []
         for name, check in (("rate limit", lambda: check_rate_limit(cluster)),
                             ("definitions", lambda: check_definitions(cluster)),
+                            ("MCP sessions", lambda: check_mcp_sessions(cluster)),
                             ("kill -9", lambda: check_kill(cluster, binary, effects))):
             try:
                 results.append(check())
