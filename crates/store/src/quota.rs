@@ -63,8 +63,9 @@ impl Store {
         self.shared_quotas_with(SHARED_LEASE)
     }
 
-    /// [`Store::shared_quotas`] with another lease (tests shorten it). Must be called inside a
-    /// tokio runtime: it starts the task that renews the leases.
+    /// [`Store::shared_quotas`] with another lease (tests shorten it). Called inside a tokio
+    /// runtime, it starts the task that renews the leases; outside one, it says so in the log
+    /// and the leases are not renewed (a call longer than the lease may lose its slot).
     pub fn shared_quotas_with(&self, lease: Duration) -> Option<Arc<SharedQuotas>> {
         let Pool::Postgres(pool) = &self.inner.pool else {
             return None;
@@ -89,7 +90,13 @@ impl Store {
 /// Renews `instance`'s leases every third of `lease` until `stop`.
 fn renew_leases(pool: PgPool, instance: String, lease: Duration, stop: CancellationToken) {
     let every = lease / 3;
-    tokio::spawn(async move {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(
+            "shared concurrency slots are not renewed: the store's shared quotas were made outside a tokio runtime"
+        );
+        return;
+    };
+    runtime.spawn(async move {
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
