@@ -127,6 +127,9 @@ bash scripts/interop.sh
 step "REST contract: schemathesis --checks all, local mode and with principals"
 bash scripts/schemathesis.sh
 
+step "cluster: three instances on one PostgreSQL behind HAProxy (shared rate limits, definitions, kill -9)"
+bash scripts/cluster.sh
+
 step "approval crash campaign (short form; --long for the full run)"
 python3 scripts/approval-crash.py --short
 

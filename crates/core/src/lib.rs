@@ -70,8 +70,8 @@ pub use origin::{CallOrigin, CancelNote, MAX_ORIGIN_FIELD_CHARS};
 pub use pipeline::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Call, CallObserver, CallRecord, CallRequest,
     Decision, Executor, InProcessExecutor, Next, Pipeline, PipelineBuilder, PreApproved,
-    PrincipalQuotaStage, PromptApproval, Quota, RateLimit, RateLimitStage, RetryPolicy, Stage,
-    json_len_at_most,
+    PrincipalQuotaStage, PromptApproval, Quota, RateLimit, RateLimitStage, RetryPolicy,
+    SharedCounter, SharedSlot, Stage, json_len_at_most,
 };
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use runkind::RunKind;

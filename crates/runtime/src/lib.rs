@@ -442,10 +442,22 @@ impl Runtime {
             upstream_http,
         } = parts;
         let hub = EventHub::new();
-        let mut builder = PipelineBuilder::new(Arc::clone(&registry))
-            .stage(Arc::new(PrincipalQuotaStage::new(principals.quotas())));
+        // On PostgreSQL, quotas and rate limits are counted in the database, so every instance
+        // on it counts the same calls; on SQLite (one instance) in this process.
+        let shared = store
+            .shared_quotas()
+            .map(|q| q as Arc<dyn toolgate_core::SharedCounter>);
+        let mut quotas = PrincipalQuotaStage::new(principals.quotas());
+        if let Some(counter) = &shared {
+            quotas = quotas.shared(Arc::clone(counter));
+        }
+        let mut builder = PipelineBuilder::new(Arc::clone(&registry)).stage(Arc::new(quotas));
         if let Some(limit) = rate_limit {
-            builder = builder.stage(Arc::new(RateLimitStage::new(limit)));
+            let mut stage = RateLimitStage::new(limit);
+            if let Some(counter) = &shared {
+                stage = stage.shared(Arc::clone(counter));
+            }
+            builder = builder.stage(Arc::new(stage));
         }
         builder = builder
             .approval(approvals::durable(

@@ -63,6 +63,7 @@ mod error;
 mod events;
 mod gate;
 mod output_types;
+mod quota;
 mod sync;
 mod tier;
 mod todo;
@@ -103,6 +104,7 @@ pub use events::{EventKind, StoredEvent};
 pub use gate::{
     BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
 };
+pub use quota::{SHARED_LEASE, SharedQuotas};
 pub use sync::SYNC_INTERVAL;
 pub use tier::{ALL_BUILTINS, Tier};
 pub use upstream::{Observed, Pin, PinStatus, StoredServer};
@@ -350,6 +352,11 @@ macro_rules! scripts {
                 9,
                 "upstream",
                 include_str!(concat!($dir, "/0009_upstream.sql")),
+            ),
+            (
+                10,
+                "shared_quotas",
+                include_str!(concat!($dir, "/0010_shared_quotas.sql")),
             ),
         ]
     };

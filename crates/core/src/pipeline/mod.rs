@@ -36,7 +36,9 @@ pub use approval::{
 };
 pub use executor::{Executor, InProcessExecutor};
 pub use output_limit::json_len_at_most;
-pub use ratelimit::{PrincipalQuotaStage, Quota, RateLimit, RateLimitStage};
+pub use ratelimit::{
+    PrincipalQuotaStage, Quota, RateLimit, RateLimitStage, SharedCounter, SharedSlot,
+};
 pub use request::CallRequest;
 pub use stages::RetryPolicy;
 

@@ -1,4 +1,6 @@
-//! A rate-limit stage: a token bucket per (principal, tool), kept in memory.
+//! The rate-limit and quota stages: a token bucket per (principal, tool) and per principal, and a
+//! cap on a principal's calls in flight — counted in this process, or in a [`SharedCounter`] that
+//! several instances share (the store's PostgreSQL), so that limits hold across all of them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -45,6 +47,71 @@ impl RateLimit {
     }
 }
 
+/// Where limits are counted when several processes serve the same principals: a token bucket
+/// and a set of leased concurrency slots per key, kept outside the process (toolgate's store
+/// implements it over PostgreSQL). A key names one limit (`principal/ID`, `tool/ID/TOOL`).
+pub trait SharedCounter: Send + Sync {
+    /// Takes one call from `key`'s bucket under `limit`: `Ok(Ok(()))` when taken, `Ok(Err(wait))`
+    /// when none is left (how long until one is), `Err` when the count cannot be reached (the
+    /// error becomes the call's result: an `unavailable` error saying so).
+    fn take<'a>(
+        &'a self,
+        key: &'a str,
+        limit: RateLimit,
+    ) -> BoxFuture<'a, Result<Result<(), Duration>, ToolError>>;
+
+    /// One of `key`'s at most `max` slots: `Ok(Some(slot))` when one was free, `Ok(None)` when
+    /// all are held, `Err` when the count cannot be reached.
+    fn acquire<'a>(
+        &'a self,
+        key: &'a str,
+        max: u32,
+    ) -> BoxFuture<'a, Result<Option<SharedSlot>, ToolError>>;
+}
+
+type Release = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+
+/// A concurrency slot held in a [`SharedCounter`]. [`SharedSlot::release`] gives it back; a slot
+/// dropped without (a cancelled call) is given back by a background task, and one whose process
+/// died comes back when its lease expires.
+pub struct SharedSlot {
+    release: Option<Release>,
+}
+
+impl SharedSlot {
+    /// A slot that `release` gives back.
+    pub fn new(release: impl FnOnce() -> BoxFuture<'static, ()> + Send + 'static) -> Self {
+        Self {
+            release: Some(Box::new(release)),
+        }
+    }
+
+    /// Gives the slot back and waits until that is done.
+    pub async fn release(mut self) {
+        if let Some(release) = self.release.take() {
+            release().await;
+        }
+    }
+}
+
+impl Drop for SharedSlot {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(release());
+        }
+    }
+}
+
+impl std::fmt::Debug for SharedSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSlot")
+            .field("held", &self.release.is_some())
+            .finish()
+    }
+}
+
 struct Bucket {
     tokens: f64,
     at: Instant,
@@ -55,6 +122,7 @@ pub struct RateLimitStage {
     default: RateLimit,
     per_tool: HashMap<String, RateLimit>,
     buckets: Mutex<HashMap<(String, String), Bucket>>,
+    shared: Option<Arc<dyn SharedCounter>>,
 }
 
 impl RateLimitStage {
@@ -64,7 +132,15 @@ impl RateLimitStage {
             default,
             per_tool: HashMap::new(),
             buckets: Mutex::new(HashMap::new()),
+            shared: None,
         }
+    }
+
+    /// Counts in `counter` (shared by instances) instead of in this process.
+    #[must_use]
+    pub fn shared(mut self, counter: Arc<dyn SharedCounter>) -> Self {
+        self.shared = Some(counter);
+        self
     }
 
     /// A different limit for one tool.
@@ -74,8 +150,12 @@ impl RateLimitStage {
         self
     }
 
+    fn limit(&self, tool: &str) -> RateLimit {
+        self.per_tool.get(tool).copied().unwrap_or(self.default)
+    }
+
     fn take(&self, principal: &str, tool: &str, now: Instant) -> Result<(), Duration> {
-        let limit = self.per_tool.get(tool).copied().unwrap_or(self.default);
+        let limit = self.limit(tool);
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         buckets
             .entry((principal.to_owned(), tool.to_owned()))
@@ -119,24 +199,48 @@ impl Stage for RateLimitStage {
         let Some(spec) = call.spec() else {
             return next.run(call);
         };
-        match self.take(
-            call.request.principal.id.as_str(),
-            spec.name().as_str(),
-            Instant::now(),
-        ) {
-            Ok(()) => next.run(call),
-            Err(wait) => {
-                let msg = format!(
-                    "Rate limit exceeded for tool {}; retry in {} ms",
-                    spec.name(),
-                    wait.as_millis().max(1)
-                );
-                Box::pin(
-                    async move { Err(ToolError::new(ErrorKind::RateLimited, msg).permanent()) },
-                )
+        let tool = spec.name().as_str().to_owned();
+        let principal = call.request.principal.id.as_str();
+        let Some(counter) = &self.shared else {
+            return match self.take(principal, &tool, Instant::now()) {
+                Ok(()) => next.run(call),
+                Err(wait) => Box::pin(async move { Err(tool_limited(&tool, wait)) }),
+            };
+        };
+        let key = format!("tool/{principal}/{tool}");
+        let limit = self.limit(&tool);
+        Box::pin(async move {
+            match counter.take(&key, limit).await? {
+                Ok(()) => next.run(call).await,
+                Err(wait) => Err(tool_limited(&tool, wait)),
             }
-        }
+        })
     }
+}
+
+fn tool_limited(tool: &str, wait: Duration) -> ToolError {
+    let msg = format!(
+        "Rate limit exceeded for tool {tool}; retry in {} ms",
+        wait.as_millis().max(1)
+    );
+    ToolError::new(ErrorKind::RateLimited, msg).permanent()
+}
+
+fn principal_limited(principal: &str, rate: RateLimit, wait: Duration) -> ToolError {
+    let msg = format!(
+        "Rate limit exceeded for principal {principal} ({} calls per second, bursts of {}); retry in {} ms",
+        rate.per_second,
+        rate.burst,
+        wait.as_millis().max(1)
+    );
+    ToolError::new(ErrorKind::RateLimited, msg).permanent()
+}
+
+fn too_many_in_flight(principal: &str, max: u32) -> ToolError {
+    let msg = format!(
+        "Too many calls in flight for principal {principal} (at most {max}); retry when one finishes"
+    );
+    ToolError::new(ErrorKind::RateLimited, msg).permanent()
 }
 
 /// One principal's quota: a rate over all its calls and a cap on its calls in flight.
@@ -158,6 +262,7 @@ struct QuotaState {
 /// `rate_limited`. Principals without a quota are not limited.
 pub struct PrincipalQuotaStage {
     quotas: HashMap<String, QuotaState>,
+    shared: Option<Arc<dyn SharedCounter>>,
 }
 
 impl PrincipalQuotaStage {
@@ -179,7 +284,18 @@ impl PrincipalQuotaStage {
                 )
             })
             .collect();
-        Self { quotas }
+        Self {
+            quotas,
+            shared: None,
+        }
+    }
+
+    /// Counts in `counter` (shared by instances) instead of in this process: the rate in a
+    /// shared bucket, the calls in flight as leased slots.
+    #[must_use]
+    pub fn shared(mut self, counter: Arc<dyn SharedCounter>) -> Self {
+        self.shared = Some(counter);
+        self
     }
 }
 
@@ -193,6 +309,15 @@ impl Stage for PrincipalQuotaStage {
         let Some(state) = self.quotas.get(principal) else {
             return next.run(call);
         };
+        if let Some(counter) = &self.shared {
+            return shared_quota(
+                counter.as_ref(),
+                state.quota,
+                principal.to_owned(),
+                call,
+                next,
+            );
+        }
         if let Some(rate) = state.quota.rate {
             let now = Instant::now();
             let mut bucket = state.bucket.lock().unwrap_or_else(|p| p.into_inner());
@@ -200,15 +325,8 @@ impl Stage for PrincipalQuotaStage {
                 .get_or_insert_with(|| Bucket::full(rate, now))
                 .take(rate, now);
             if let Err(wait) = taken {
-                let msg = format!(
-                    "Rate limit exceeded for principal {principal} ({} calls per second, bursts of {}); retry in {} ms",
-                    rate.per_second,
-                    rate.burst,
-                    wait.as_millis().max(1)
-                );
-                return Box::pin(async move {
-                    Err(ToolError::new(ErrorKind::RateLimited, msg).permanent())
-                });
+                let refused = principal_limited(principal, rate, wait);
+                return Box::pin(async move { Err(refused) });
             }
         }
         let permit = match &state.in_flight {
@@ -216,13 +334,9 @@ impl Stage for PrincipalQuotaStage {
             Some(semaphore) => match Arc::clone(semaphore).try_acquire_owned() {
                 Ok(permit) => Some(permit),
                 Err(_) => {
-                    let msg = format!(
-                        "Too many calls in flight for principal {principal} (at most {}); retry when one finishes",
-                        state.quota.max_concurrent.unwrap_or(1)
-                    );
-                    return Box::pin(async move {
-                        Err(ToolError::new(ErrorKind::RateLimited, msg).permanent())
-                    });
+                    let refused =
+                        too_many_in_flight(principal, state.quota.max_concurrent.unwrap_or(1));
+                    return Box::pin(async move { Err(refused) });
                 }
             },
         };
@@ -232,4 +346,32 @@ impl Stage for PrincipalQuotaStage {
             out
         })
     }
+}
+
+/// The quota stage over a shared counter: the same checks, in the same order, with the same
+/// refusals as in this process.
+fn shared_quota<'a>(
+    counter: &'a dyn SharedCounter,
+    quota: Quota,
+    principal: String,
+    call: &'a mut Call,
+    next: Next<'a>,
+) -> BoxFuture<'a, ToolOutput> {
+    Box::pin(async move {
+        let key = format!("principal/{principal}");
+        if let Some(rate) = quota.rate
+            && let Err(wait) = counter.take(&key, rate).await?
+        {
+            return Err(principal_limited(&principal, rate, wait));
+        }
+        let Some(max) = quota.max_concurrent else {
+            return next.run(call).await;
+        };
+        let Some(slot) = counter.acquire(&key, max.max(1)).await? else {
+            return Err(too_many_in_flight(&principal, max));
+        };
+        let out = next.run(call).await;
+        slot.release().await;
+        out
+    })
 }

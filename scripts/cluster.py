@@ -1,0 +1,668 @@
+#!/usr/bin/env python3
+"""Several `toolgate serve` instances on one PostgreSQL database behind HAProxy.
+
+The check (default): three instances on a fresh database, HAProxy on 127.0.0.1 in front of them
+(round robin, not sticky: every request may land on any instance), driven over REST:
+
+- rate limit: a principal limited to N calls per second (burst N) calls as fast as it can for a
+  few seconds through HAProxy; it gets about N per second across the cluster (at most the burst
+  plus N per second, with 15% slack), not 3N;
+- definitions: a definition added on instance 1 is readable on instances 2 and 3, and a
+  `definition` event for it reaches a `/v1/events` stream opened on instance 3 (PostgreSQL
+  LISTEN/NOTIFY between the instances);
+- legacy MCP sessions (2025-06-18, in one instance's memory): a session opened through a second
+  HAProxy frontend that is sticky on the `Mcp-Session-Id` response header answers every
+  `tools/list`; through plain round robin only the requests that land on its instance do
+  (reported, not asserted: sessions that work anywhere would be welcome);
+- kill -9 under load: writing calls and approvals (created, then approved, through HAProxy) run
+  while one instance is SIGKILLed; afterwards (the killed instance restarted once the load has
+  stopped, so its startup recovery settles what it was running) every approval id handed out
+  still exists, every acknowledged approval ended `executed` (or `indeterminate` when it was
+  running on the killed instance), every answered call has its audit record
+  (`/v1/calls/{callId}`), and `toolgate audit verify` passes.
+
+--throughput: calls per second through HAProxy with 1, 2 and 3 instances (a read-only built-in,
+closed loop, keep-alive clients in several processes), printed as a table.
+
+Stdlib only; needs haproxy (scripts/cluster.sh installs Debian's package) and psql. PostgreSQL
+at 127.0.0.1:5432 (user postgres); when it is unreachable the run is skipped, or fails with
+CI=true. Usage:
+    python3 scripts/cluster.py [--binary target/debug/toolgate]
+    python3 scripts/cluster.py --throughput --binary target/release/toolgate
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import http.server
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_HOST, PG_PORT = "127.0.0.1", "5432"
+RATE = 10  # the limited principal's calls per second (and burst)
+
+TOKENS = {"admin": "cluster-admin-token", "limited": "cluster-limited-token",
+          "loader": "cluster-loader-token"}
+
+
+class Failed(Exception):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def psql(sql: str, check=True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PGCONNECT_TIMEOUT="3")
+    return subprocess.run(
+        ["psql", "-h", PG_HOST, "-p", PG_PORT, "-U", "postgres", "-d", "postgres",
+         "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
+        env=env, capture_output=True, text=True, check=check, timeout=60)
+
+
+def postgres_problem() -> str | None:
+    if shutil.which("psql") is None:
+        return "psql is not installed"
+    try:
+        r = psql("SELECT 1", check=False)
+    except subprocess.TimeoutExpired:
+        return "psql timed out"
+    if r.returncode != 0:
+        return f"cannot connect to PostgreSQL at {PG_HOST}:{PG_PORT}: {r.stderr.strip()}"
+    return None
+
+
+def request(port: int, method: str, path: str, body=None, who="admin", timeout=15.0,
+            conn: http.client.HTTPConnection | None = None):
+    """(status, parsed JSON body); raises OSError/HTTPException when nothing answers."""
+    own = conn is None
+    if own:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {TOKENS[who]}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=data, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+    finally:
+        if own:
+            conn.close()
+    try:
+        return resp.status, (json.loads(raw) if raw else None)
+    except ValueError:
+        return resp.status, raw.decode(errors="replace")
+
+
+# --------------------------------------------------------------------------------------------
+# The cluster: instances, HAProxy, the effect server
+
+
+class Cluster:
+    def __init__(self, binary: Path, work: Path, db_url: str, effect_port: int):
+        self.binary, self.work, self.db_url = binary, work, db_url
+        self.effect_port = effect_port
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.ports: dict[int, int] = {}
+        self.haproxy: subprocess.Popen | None = None
+        self.lb_port = free_port()
+        self.sticky_port = free_port()  # /mcp with legacy sessions: sticky on Mcp-Session-Id
+        key = work / "audit.key"
+        principals = "".join(
+            f'\n[principals.{name}]\ntoken_sha256 = "{hashlib.sha256(tok.encode()).hexdigest()}"\n'
+            + {"admin": 'grants = ["tool.*", "toolgate.tools.manage", '
+                        '"toolgate.approvals.decide", "toolgate.audit.read"]\n',
+               "limited": f'grants = ["tool.*"]\nrate_limit = {{ burst = {RATE}, '
+                          f'per_second = {RATE} }}\n',
+               "loader": 'grants = ["tool.*"]\n'}[name]
+            for name, tok in TOKENS.items())
+        for i in (1, 2, 3):
+            (work / f"instance{i}.toml").write_text(
+                f'plan = "enterprise"\n\n[audit]\nkey_file = "{key}"\n'
+                f'checkpoint_file = "{work / f"checkpoint{i}.json"}"\n{principals}')
+
+    def config(self, i: int) -> Path:
+        return self.work / f"instance{i}.toml"
+
+    def start(self, i: int) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
+        env.update(TOOLGATE_ALLOW_PRIVATE_NETWORK="1", TOOLGATE_LOG="warn")
+        port = self.ports.setdefault(i, free_port())
+        log = open(self.work / f"instance{i}.log", "ab")
+        self.procs[i] = subprocess.Popen(
+            [str(self.binary), "--config", str(self.config(i)), "--db", self.db_url,
+             "serve", "--http", f"127.0.0.1:{port}"],
+            cwd=self.work, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.procs[i].poll() is not None:
+                raise Failed(f"instance {i} exited with {self.procs[i].returncode}; see "
+                             f"{self.work / f'instance{i}.log'}")
+            try:
+                if request(port, "GET", "/healthz", timeout=2)[0] == 200:
+                    return
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.05)
+        raise Failed(f"instance {i} did not come up within 60 s")
+
+    def kill(self, i: int) -> None:
+        self.procs[i].send_signal(signal.SIGKILL)
+        self.procs[i].wait()
+
+    def start_haproxy(self, instances: list[int]) -> None:
+        servers = "".join(
+            f"    server t{i} 127.0.0.1:{self.ports[i]} check inter 200 fall 1 rise 2\n"
+            for i in instances)
+        cfg = self.work / "haproxy.cfg"
+        cfg.write_text(f"""\
+global
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    retries 3
+    option redispatch 1
+frontend toolgate
+    bind 127.0.0.1:{self.lb_port}
+    default_backend instances
+backend instances
+    balance roundrobin
+    option httpchk
+    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
+{servers}
+# Legacy MCP sessions live in one instance's memory: route a session's requests to the
+# instance that answered its initialize (the Mcp-Session-Id response header).
+frontend toolgate_sticky
+    bind 127.0.0.1:{self.sticky_port}
+    default_backend sticky
+backend sticky
+    balance roundrobin
+    stick-table type string len 64 size 100k expire 30m
+    stick match req.hdr(Mcp-Session-Id)
+    stick store-response res.hdr(Mcp-Session-Id)
+    option httpchk
+    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1
+{servers}""")
+        log = open(self.work / "haproxy.log", "ab")
+        self.haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=log)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if request(self.lb_port, "GET", "/healthz", timeout=2)[0] == 200:
+                    time.sleep(0.5)  # every server's first health check
+                    return
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.05)
+        raise Failed("haproxy did not come up; see haproxy.log")
+
+    def stop(self) -> None:
+        if self.haproxy is not None and self.haproxy.poll() is None:
+            self.haproxy.terminate()
+            self.haproxy.wait()
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+class Effects(http.server.ThreadingHTTPServer):
+    """Counts each token the side-effect tool sends."""
+
+    def __init__(self):
+        self.tokens: list[str] = []
+        self.lock = threading.Lock()
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with outer.lock:
+                    outer.tokens.append(json.loads(body).get("token", ""))
+                out = b'{"ok": true}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.daemon_threads = True
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def definition(name: str, effect_port: int, confirm: bool) -> dict:
+    return {
+        "name": name,
+        "description": "Records a token at the cluster test's effect server (a counted write).",
+        "category": "external_api",
+        "effect": "write",
+        "consequence": "medium",
+        "requires_confirmation": confirm,
+        "idempotent": False,
+        "parameters": [{"name": "token", "type": "string", "required": True}],
+        "constraints": {"retryable": False, "max_attempts": 1, "timeout_ms": 20000},
+        "run": {"kind": "http", "method": "POST",
+                "url": f"http://127.0.0.1:{effect_port}/effect", "body": ["token"]},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The checks
+
+
+def check_rate_limit(c: Cluster, seconds: float = 4.0) -> str:
+    ok = refused = other = 0
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def worker():
+        nonlocal ok, refused, other
+        conn = http.client.HTTPConnection("127.0.0.1", c.lb_port, timeout=15)
+        while time.monotonic() < stop:
+            try:
+                status, body = request(c.lb_port, "POST", "/v1/tools/calculator/call",
+                                       {"arguments": {"expression": "1+1"}}, who="limited",
+                                       conn=conn)
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", c.lb_port, timeout=15)
+                continue
+            with lock:
+                if status == 200 and isinstance(body, dict) and "error" not in body:
+                    ok += 1
+                elif isinstance(body, dict) and body.get("errorKind") == "rate_limited":
+                    refused += 1
+                else:
+                    other += 1
+        conn.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    allowed = RATE + RATE * elapsed
+    line = (f"rate limit: {ok} calls allowed in {elapsed:.1f} s at {RATE}/s (burst {RATE}) "
+            f"across 3 instances; at most {allowed:.0f} expected; {refused} refused "
+            f"rate_limited, {other} other")
+    if other or ok > allowed * 1.15 or ok < RATE * elapsed * 0.6 or refused == 0:
+        raise Failed(line)
+    return line
+
+
+def check_definitions(c: Cluster) -> str:
+    name = "cluster_defined"
+    # A /v1/events stream on instance 3 before the definition is added on instance 1.
+    seen = threading.Event()
+
+    def listen():
+        conn = http.client.HTTPConnection("127.0.0.1", c.ports[3], timeout=15)
+        conn.request("GET", "/v1/events", headers={"Authorization": f"Bearer {TOKENS['admin']}",
+                                                   "Accept": "text/event-stream"})
+        resp = conn.getresponse()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            line = resp.fp.readline()
+            if not line:
+                break
+            if name.encode() in line:
+                seen.set()
+                break
+        conn.close()
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    time.sleep(0.5)
+    status, body = request(c.ports[1], "POST", "/v1/tools", definition(name, c.effect_port, False))
+    if status != 201:
+        raise Failed(f"adding a definition on instance 1 answered {status}: {body}")
+    started = time.monotonic()
+    waits = {}
+    for i in (2, 3):
+        while True:
+            status, _ = request(c.ports[i], "GET", f"/v1/tools/{name}")
+            if status == 200:
+                waits[i] = time.monotonic() - started
+                break
+            if time.monotonic() - started > 10:
+                raise Failed(f"instance {i} does not list {name} 10 s after it was added on 1")
+            time.sleep(0.02)
+    if not seen.wait(10):
+        raise Failed("no definition event for the new tool on instance 3's /v1/events")
+    return (f"definitions: added on instance 1, readable on 2 after {waits[2] * 1000:.0f} ms and "
+            f"on 3 after {waits[3] * 1000:.0f} ms; instance 3's event stream announced it")
+
+
+def mcp_session(port: int, lists: int) -> int:
+    """Opens a legacy (2025-06-18) MCP session over Streamable HTTP and sends `tools/list`
+    `lists` times on it; how many were answered with a result."""
+    headers = {"Authorization": f"Bearer {TOKENS['loader']}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+
+    def post(body, session=None):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+        h = dict(headers)
+        if session:
+            h["Mcp-Session-Id"] = session
+        conn.request("POST", "/mcp", body=json.dumps(body).encode(), headers=h)
+        resp = conn.getresponse()
+        raw = resp.read().decode(errors="replace")
+        conn.close()
+        return resp.status, resp.getheader("Mcp-Session-Id"), raw
+
+    status, session, raw = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "cluster-test", "version": "1"}}})
+    if status != 200 or not session:
+        raise Failed(f"MCP initialize answered {status} without a session: {raw[:300]}")
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    answered = 0
+    for i in range(lists):
+        status, _, raw = post({"jsonrpc": "2.0", "id": 2 + i, "method": "tools/list"}, session)
+        if status == 200 and '"tools"' in raw:
+            answered += 1
+    return answered
+
+
+def check_mcp_sessions(c: Cluster) -> str:
+    lists = 9
+    sticky = mcp_session(c.sticky_port, lists)
+    if sticky != lists:
+        raise Failed(f"a legacy MCP session through the sticky frontend: {sticky} of {lists} "
+                     "tools/list answered")
+    plain = mcp_session(c.lb_port, lists)
+    return (f"legacy MCP session: {sticky}/{lists} tools/list answered through HAProxy sticky on "
+            f"Mcp-Session-Id; {plain}/{lists} through plain round robin")
+
+
+def check_kill(c: Cluster, binary: Path, effects: Effects, seconds: float = 6.0) -> str:
+    for name, confirm in (("cluster_write", False), ("cluster_confirm", True)):
+        status, body = request(c.lb_port, "POST", "/v1/tools", definition(name, c.effect_port,
+                                                                          confirm))
+        if status != 201:
+            raise Failed(f"adding {name} answered {status}: {body}")
+    time.sleep(1.5)  # every instance has them (the sync catches up within a second)
+    answered: list[str] = []  # call ids of writing calls that returned a result
+    approvals: dict[str, str] = {}  # approval id -> token
+    acked: set[str] = set()  # approvals whose approve returned 200
+    errors: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def writer(w: int):
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                status, body = request(c.lb_port, "POST", "/v1/tools/cluster_write/call",
+                                       {"arguments": {"token": f"w{w}-{n}"}}, who="loader")
+            except (OSError, http.client.HTTPException):
+                continue
+            if status == 200 and isinstance(body, dict) and "data" in body:
+                with lock:
+                    answered.append(body["callId"])
+
+    def approver(w: int):
+        n = 0
+        while not stop.is_set():
+            n += 1
+            token = f"a{w}-{n}"
+            aid = None
+            for _ in range(50):
+                try:
+                    status, body = request(c.lb_port, "POST", "/v1/tools/cluster_confirm/call",
+                                           {"arguments": {"token": token},
+                                            "idempotencyKey": token}, who="admin")
+                except (OSError, http.client.HTTPException):
+                    continue
+                if status == 202:
+                    aid = body["approval"]["id"]
+                    break
+                time.sleep(0.02)
+            if aid is None:
+                with lock:
+                    errors.append(f"no approval for {token}")
+                continue
+            with lock:
+                approvals[aid] = token
+            for _ in range(50):
+                try:
+                    status, body = request(c.lb_port, "POST", f"/v1/approvals/{aid}/approve",
+                                           {"reason": "cluster test"})
+                except (OSError, http.client.HTTPException):
+                    continue
+                if status == 200:
+                    with lock:
+                        acked.add(aid)
+                    break
+                if status == 409:  # decided by an earlier attempt whose answer was lost
+                    with lock:
+                        acked.add(aid)
+                    break
+                time.sleep(0.02)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    threads += [threading.Thread(target=approver, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds / 2)
+    c.kill(2)
+    time.sleep(seconds / 2)
+    stop.set()
+    for t in threads:
+        t.join()
+    # With the load stopped, the killed instance comes back: its startup recovery settles what
+    # it was running (`indeterminate`) and runs what it had approved but not started.
+    c.start(2)
+    deadline = time.monotonic() + 30
+    while True:
+        status, body = request(c.ports[1], "GET", "/v1/approvals?limit=500")
+        busy = [a for a in body["approvals"] if a["status"] in ("approved", "running", "pending")
+                and a["id"] in acked]
+        if not busy or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    problems = list(errors)
+    statuses: dict[str, int] = {}
+    for aid in approvals:
+        status, body = request(c.ports[3], "GET", f"/v1/approvals/{aid}")
+        if status != 200:
+            problems.append(f"approval {aid} lost ({status})")
+            continue
+        statuses[body["status"]] = statuses.get(body["status"], 0) + 1
+        if aid in acked and body["status"] not in ("executed", "indeterminate"):
+            problems.append(f"approval {aid} approved but {body['status']}")
+    missing = 0
+    for call_id in answered:
+        status, _ = request(c.ports[1], "GET", f"/v1/calls/{call_id}")
+        if status != 200:
+            missing += 1
+    if missing:
+        problems.append(f"{missing} answered calls have no audit record")
+    verify = subprocess.run(
+        [str(binary), "--config", str(c.config(1)), "--db", c.db_url, "audit", "verify"],
+        capture_output=True, text=True, env={k: v for k, v in os.environ.items()
+                                             if not k.startswith("TOOLGATE_")})
+    if verify.returncode != 0:
+        problems.append(f"toolgate audit verify failed ({verify.returncode}): "
+                        f"{verify.stdout.strip()} {verify.stderr.strip()}")
+    line = (f"kill -9 of instance 2 under load: {len(answered)} writing calls answered (all "
+            f"audited: {missing == 0}), {len(approvals)} approvals created, {len(acked)} "
+            f"approved, statuses {statuses}; audit verify: "
+            f"{'ok' if verify.returncode == 0 else 'FAILED'}")
+    if problems:
+        raise Failed(line + "\n  " + "\n  ".join(problems[:20]))
+    return line
+
+
+# --------------------------------------------------------------------------------------------
+# Throughput
+
+
+def _load_process(port: int, stop_at: float, threads: int, out) -> None:
+    counts = []
+
+    def worker():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        n = 0
+        lat = []
+        while time.monotonic() < stop_at:
+            t0 = time.perf_counter()
+            try:
+                status, _ = request(port, "POST", "/v1/tools/calculator/call",
+                                    {"arguments": {"expression": "1+1"}}, who="loader", conn=conn)
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                continue
+            if status == 200:
+                n += 1
+                lat.append(time.perf_counter() - t0)
+        counts.append((n, lat))
+
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    out.put((sum(n for n, _ in counts), [x for _, lat in counts for x in lat]))
+
+
+def throughput(c: Cluster, instances: list[int], seconds: float, procs: int, threads: int):
+    c.start_haproxy(instances)
+    try:
+        # Warm-up, then the measured run.
+        for measure in (False, True):
+            q = multiprocessing.Queue()
+            length = seconds if measure else 1.0
+            stop_at = time.monotonic() + length
+            ps = [multiprocessing.Process(target=_load_process,
+                                          args=(c.lb_port, stop_at, threads, q))
+                  for _ in range(procs)]
+            started = time.monotonic()
+            for p in ps:
+                p.start()
+            results = [q.get() for _ in ps]
+            for p in ps:
+                p.join()
+            elapsed = time.monotonic() - started
+        total = sum(n for n, _ in results)
+        lat = sorted(x for _, xs in results for x in xs)
+        median = lat[len(lat) // 2] * 1000 if lat else float("nan")
+        p99 = lat[min(len(lat) - 1, len(lat) * 99 // 100)] * 1000 if lat else float("nan")
+        return total / elapsed, median, p99
+    finally:
+        c.haproxy.terminate()
+        c.haproxy.wait()
+        c.haproxy = None
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--binary", type=Path, default=ROOT / "target" / "debug" / "toolgate")
+    p.add_argument("--throughput", action="store_true", help="print the 1/2/3-instance table")
+    p.add_argument("--seconds", type=float, default=10.0, help="throughput: seconds per run")
+    p.add_argument("--clients", type=int, default=16, help="throughput: concurrent clients")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args()
+    binary = args.binary.resolve()
+    if not binary.exists():
+        print(f"{binary} is missing; build it (cargo build -p toolgate-cli)", file=sys.stderr)
+        return 1
+    if shutil.which("haproxy") is None:
+        print("haproxy is missing (scripts/cluster.sh installs Debian's package)", file=sys.stderr)
+        return 1
+    problem = postgres_problem()
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            print(f"error: the cluster test needs PostgreSQL with CI=true: {problem}",
+                  file=sys.stderr)
+            return 1
+        print(f"skipping the cluster test: {problem}")
+        return 0
+    dbname = f"toolgate_cluster_{os.getpid()}"
+    psql(f"DROP DATABASE IF EXISTS {dbname}")
+    psql(f"CREATE DATABASE {dbname}")
+    db_url = f"postgres://postgres@{PG_HOST}:{PG_PORT}/{dbname}"
+    work = Path(tempfile.mkdtemp(prefix="toolgate-cluster-"))
+    effects = Effects()
+    cluster = Cluster(binary, work, db_url, effects.server_address[1])
+    try:
+        if args.throughput:
+            for i in (1, 2, 3):
+                cluster.start(i)
+            cpus = os.cpu_count() or 1
+            print(f"cluster throughput: `toolgate serve` instances on one PostgreSQL behind "
+                  f"HAProxy (round robin), {args.clients} closed-loop REST clients calling "
+                  f"calculator, {args.seconds:.0f} s per row, on this machine ({cpus} cores "
+                  f"shared by the instances, PostgreSQL, HAProxy and the clients)")
+            print(f"{'instances':>9}  {'calls/s':>9}  {'median ms':>9}  {'p99 ms':>8}")
+            procs = 4
+            for k in (1, 2, 3):
+                rate, median, p99 = throughput(cluster, list(range(1, k + 1)), args.seconds,
+                                               procs, max(1, args.clients // procs))
+                print(f"{k:>9}  {rate:>9.0f}  {median:>9.2f}  {p99:>8.2f}", flush=True)
+            return 0
+        for i in (1, 2, 3):
+            cluster.start(i)
+        cluster.start_haproxy([1, 2, 3])
+        results = []
+        for name, check in (("rate limit", lambda: check_rate_limit(cluster)),
+                            ("definitions", lambda: check_definitions(cluster)),
+                            ("MCP sessions", lambda: check_mcp_sessions(cluster)),
+                            ("kill -9", lambda: check_kill(cluster, binary, effects))):
+            try:
+                results.append(check())
+                print("ok   " + results[-1], flush=True)
+            except Failed as e:
+                print(f"FAIL {name}: {e}", flush=True)
+                print(f"     logs in {work}", flush=True)
+                args.keep = True
+                return 1
+        return 0
+    finally:
+        cluster.stop()
+        effects.shutdown()
+        psql(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)", check=False)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
