@@ -13,6 +13,7 @@ mod error;
 mod mcp;
 mod mcp_session_owner;
 mod mcp_sessions;
+mod mcp_tasks;
 mod metrics;
 mod openapi;
 mod rest;

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::response::IntoResponse;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscriptionFilter, Tool as McpTool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, GetTaskParams,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool as McpTool,
 };
 use rmcp::service::{
     NotificationContext, OriginatingRequestId, Peer, RequestContext, SubscriptionContext,
@@ -240,6 +240,8 @@ impl ServerHandler for McpHandler {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                // Calls that wait for an approval become tasks (see `mcp_tasks`).
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(
@@ -297,6 +299,24 @@ impl ServerHandler for McpHandler {
                 return Ok(());
             }
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let caller = self.caller(&context)?;
+        crate::mcp_tasks::get(&self.gw, &caller, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&context)?;
+        crate::mcp_tasks::cancel(&self.gw, &caller, &request.task_id).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -395,6 +415,13 @@ impl ServerHandler for McpHandler {
         if !caller.sees(&name) || !known() {
             return Err(unknown_tool(&name));
         }
+        // Tasks hook: a call that will wait for an approval is answered with a task (see
+        // `mcp_tasks`); its approval is then always the durable one, never elicitation.
+        let as_task = self
+            .gw
+            .registry()
+            .get(&name)
+            .is_some_and(|tool| crate::mcp_tasks::wanted(tool.spec(), &context));
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
         let peer = context.peer.clone();
         let version = context.protocol_version();
@@ -442,7 +469,7 @@ impl ServerHandler for McpHandler {
         }
         // A client that can ask its user does; otherwise the call waits as a durable approval
         // (the pipeline's default gate) and the result names it.
-        if bridge.can_elicit() {
+        if bridge.can_elicit() && !as_task {
             call = call.approval(Arc::new(ElicitApproval {
                 bridge: Arc::clone(&bridge),
             }));
@@ -460,6 +487,9 @@ impl ServerHandler for McpHandler {
             result
         };
         let (result, ()) = tokio::join!(calling, forward(&context.peer, rx));
+        if as_task && let Some(task) = crate::mcp_tasks::created(&self.gw, &result).await? {
+            return Ok(CallToolResponse::Task(task));
+        }
         let mut result = call_result(result);
         if old_revision {
             result_for_2025_03_26(&mut result);
