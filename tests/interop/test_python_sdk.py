@@ -24,7 +24,8 @@ SDK's own client, over stdio and over Streamable HTTP:
    `Session termination failed`, and the session is gone;
 12. the SDK's `Client` takes 2026-07-28 through `server/discover`, lists (in name order, private
    cache scope) and calls without a session, a confirmation waits as a durable approval with no
-   elicitation sent, and (HTTP) `subscriptions/listen` announces a tool added over REST.
+   elicitation sent, and (HTTP) `subscriptions/listen` announces a tool added over REST; log
+   messages come only for a request whose `_meta` names a logLevel, at or above it.
 
 Run through scripts/interop.sh, which installs the pinned SDK into a venv and builds the binary.
 The binary is taken from $TOOLGATE_CONFORMANCE_BIN, else target/release/examples/conformance.

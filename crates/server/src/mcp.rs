@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::response::IntoResponse;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, GetTaskParams,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, ErrorCode, GetTaskParams,
     GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
     LoggingLevel, LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerCapabilities,
@@ -284,6 +284,18 @@ impl ServerHandler for McpHandler {
     /// `subscriptions/listen` (2026-07-28): `notifications/tools/list_changed` on the request's
     /// stream whenever the registry changes, until the client cancels or the server stops.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        // An open stream takes a slot under the session caps (on HTTP, where they apply).
+        let _slot = match self.gw.mcp_sessions.get() {
+            Some(sessions) => {
+                let caller = self.caller(context.request_context())?;
+                Some(
+                    sessions
+                        .hold(caller.principal.id.as_str())
+                        .map_err(|message| McpError::new(ErrorCode(-32000), message, None))?,
+                )
+            }
+            None => None,
+        };
         let mut changes = self.gw.registry().subscribe();
         changes.mark_unchanged();
         let stop = self.gw.close_streams.clone();

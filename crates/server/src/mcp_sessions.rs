@@ -408,6 +408,26 @@ impl BoundedSessions {
         })
     }
 
+    /// A slot under both caps for an open 2026-07-28 `subscriptions/listen` stream, which holds
+    /// a connection as long as a session's stream does; given back when the guard is dropped.
+    /// Refused with the message a new session would get.
+    pub(crate) fn hold(&self, owner: &str) -> Result<impl Drop + use<>, String> {
+        let owner: Arc<str> = Arc::from(owner);
+        self.reserve(&owner).map_err(|refusal| {
+            let limits = self.shared.limits;
+            match refusal {
+                Refusal::Server { open } => format!(
+                    "Too many open MCP sessions and subscriptions/listen streams on this server: {open} open, the cap is {} ([server] max_sessions in the config file). Close a listen stream you do not need, or retry later.",
+                    limits.max_sessions
+                ),
+                Refusal::Principal { open } => format!(
+                    "Too many open MCP sessions and subscriptions/listen streams for principal {owner}: {open} open, the cap is {} per principal ([server] max_sessions_per_principal in the config file). One listen stream per client is enough: close the others, or retry later.",
+                    limits.max_per_principal
+                ),
+            }
+        })
+    }
+
     /// HTTP 503 (the server is full) or 429 (this principal is), with a JSON-RPC error body.
     fn refuse(&self, owner: &str, refusal: Refusal) -> Response {
         let limits = self.shared.limits;

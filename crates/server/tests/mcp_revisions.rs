@@ -385,3 +385,99 @@ async fn a_2026_07_28_request_takes_no_session_slot() {
     assert_eq!(h.gw.mcp_session_counts().awake, 1);
     h.cleanup().await;
 }
+
+#[tokio::test]
+async fn an_open_listen_stream_takes_a_session_slot() {
+    use axum::body::Body;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let h = Harness::with_options(toolgate_server::GatewayOptions {
+        principals: vec![principal(
+            "alice",
+            &["tool.*"],
+            None,
+            ALICE,
+            Quota::default(),
+        )],
+        sessions: toolgate_server::SessionLimits {
+            max_sessions: 10,
+            max_per_principal: 1,
+            ..toolgate_server::SessionLimits::default()
+        },
+        ..toolgate_server::GatewayOptions::default()
+    })
+    .await;
+    let listen = || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }}});
+        axum::http::Request::builder()
+            .method(Method::POST)
+            .uri("/mcp")
+            .header("host", "localhost:7878")
+            .header("authorization", format!("Bearer {ALICE}"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    // The first stream is acknowledged and stays open: it holds alice's one slot.
+    let first = h.router.clone().oneshot(listen()).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let mut first = first.into_body();
+    let frame = tokio::time::timeout(std::time::Duration::from_secs(10), first.frame())
+        .await
+        .expect("the acknowledgement comes at once")
+        .unwrap()
+        .unwrap();
+    let mut acked = String::from_utf8_lossy(frame.data_ref().unwrap()).into_owned();
+    while !acked.contains("notifications/subscriptions/acknowledged") {
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(10), first.frame())
+            .await
+            .expect("the acknowledgement comes at once")
+            .unwrap()
+            .unwrap();
+        if let Some(data) = frame.data_ref() {
+            acked.push_str(&String::from_utf8_lossy(data));
+        }
+    }
+    // A second one is refused, naming the cap, and ends.
+    let second = h.router.clone().oneshot(listen()).await.unwrap();
+    let bytes = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        second.into_body().collect(),
+    )
+    .await
+    .expect("the refused stream ends")
+    .unwrap()
+    .to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("max_sessions_per_principal"), "{text}");
+    // Closing the first gives the slot back.
+    drop(first);
+    let mut opened = false;
+    for _ in 0..50 {
+        let session = post(
+            &h,
+            None,
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "revisions-test", "version": "1"}}}),
+        )
+        .await;
+        if session.status == StatusCode::OK {
+            opened = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(opened, "the closed listen stream kept its slot");
+    h.cleanup().await;
+}
