@@ -8,7 +8,7 @@
 //!
 //! Approval status → task status: `pending` → `input_required` (the approval id in `_meta`, a
 //! message saying who decides and how); `approved`, `running` → `working`; `executed` →
-//! `completed` with the call's result; `denied` → `completed` with the `rejected` result a
+//! `completed` with the call's result (`cancelled` when the run was cancelled); `denied` → `completed` with the `rejected` result a
 //! refused call gets, or `cancelled` when its own caller withdrew it through `tasks/cancel`;
 //! `expired`, `indeterminate` → `failed` with an error naming what happened.
 
@@ -81,11 +81,23 @@ pub(crate) async fn get(
 }
 
 /// `tasks/cancel`: withdraws a pending approval (it is denied in the caller's name, never runs,
-/// and the task reads `cancelled`). A task whose call was already approved, or has finished, is
-/// refused saying so.
+/// and the task reads `cancelled`), or cancels the approved call running in this process (it
+/// ends `cancelled`, recorded as the approval's result). A task whose call was approved but has
+/// not started, runs on another instance, or has finished, is refused saying so.
 pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Result<(), McpError> {
     gw.store().expire_approvals().await.map_err(store_error)?;
     let approval = owned(gw, caller, task_id).await?;
+    if approval.status == ApprovalStatus::Running {
+        if gw.runtime().cancel_running_approval(&approval.id, "client") {
+            return Ok(());
+        }
+        return Err(McpError::invalid_params(
+            format!(
+                "Task {task_id} cannot be cancelled here: its call runs on another toolgate instance; read its state with tasks/get"
+            ),
+            Some(json!({ "taskId": task_id, "approvalStatus": approval.status })),
+        ));
+    }
     if approval.status != ApprovalStatus::Pending {
         return Err(McpError::invalid_params(
             format!(
@@ -94,7 +106,7 @@ pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Resu
                 if approval.status.is_final() {
                     "the task has finished"
                 } else {
-                    "the approved call is about to run or running and is not withdrawn"
+                    "the approved call is about to start; cancel it once tasks/get reads working"
                 }
             ),
             Some(json!({ "taskId": task_id, "approvalStatus": approval.status })),
@@ -181,12 +193,23 @@ fn detailed(a: &Approval) -> Result<DetailedTask, McpError> {
                     None,
                 )
             })?;
-            (
-                TaskPayload::Completed {
-                    result: call_result_object(envelope)?,
-                },
-                format!("The call to {} ran", a.tool),
-            )
+            if envelope.error_kind() == Some(ErrorKind::Cancelled) {
+                let who = match &envelope.outcome {
+                    toolgate_core::Outcome::Error { message, .. } => message.clone(),
+                    toolgate_core::Outcome::Data(_) => String::new(),
+                };
+                (
+                    TaskPayload::Cancelled,
+                    format!("Cancelled while running: {who}"),
+                )
+            } else {
+                (
+                    TaskPayload::Completed {
+                        result: call_result_object(envelope)?,
+                    },
+                    format!("The call to {} ran", a.tool),
+                )
+            }
         }
         ApprovalStatus::Denied if withdrawn(a) => (
             TaskPayload::Cancelled,

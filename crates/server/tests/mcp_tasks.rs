@@ -312,3 +312,64 @@ async fn a_task_survives_a_restart() {
     restarted.store().close().await;
     h.cleanup().await;
 }
+
+/// A tool that requires confirmation and runs until cancelled (60 s at most).
+fn slow_confirmed() -> std::sync::Arc<dyn toolgate_core::Tool> {
+    std::sync::Arc::new(
+        toolgate_core::ToolBuilder::new(
+            "slow_confirmed",
+            "Needs a yes, then waits until cancelled; for tests.",
+        )
+        .effect(toolgate_core::Effect::Write)
+        .requires_confirmation(true)
+        .handler(|_, ctx| async move {
+            tokio::select! {
+                () = ctx.cancellation().cancelled() => Err(toolgate_core::ToolError::cancelled()),
+                () = tokio::time::sleep(Duration::from_secs(60)) => Ok(json!({ "slept": true })),
+            }
+        }),
+    )
+}
+
+#[tokio::test]
+async fn a_running_task_reads_working_and_cancel_stops_its_call() {
+    let h = Harness::with_options(options()).await;
+    h.gw.registry()
+        .register_all(vec![slow_confirmed()], false)
+        .unwrap();
+    let router = h.gw.router();
+    let created = mcp(
+        &router,
+        ALICE,
+        "tools/call",
+        json!({"name": "slow_confirmed", "arguments": {}}),
+    )
+    .await;
+    let task = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_owned();
+    assert_eq!(approve(&router, &task).await, StatusCode::OK);
+    let working = until(&router, &task, "working").await;
+    assert!(
+        working["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("approver"),
+        "{working}"
+    );
+    // Wait until the call has been claimed and runs (approved → running).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while approval(&router, &task).await["status"] != "running" {
+        assert!(tokio::time::Instant::now() < deadline, "never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancelled = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    let read = until(&router, &task, "cancelled").await;
+    assert!(read.get("result").is_none(), "{read}");
+    let recorded = approval(&router, &task).await;
+    assert_eq!(recorded["status"], "executed", "{recorded}");
+    assert_eq!(recorded["result"]["errorKind"], "cancelled", "{recorded}");
+    h.cleanup().await;
+}

@@ -101,7 +101,8 @@ pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventKind, StoredEvent};
 pub use gate::{
-    BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
+    BoundApproval, Cancel, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
+    run_approved_with,
 };
 pub use sync::SYNC_INTERVAL;
 pub use tier::{ALL_BUILTINS, Tier};
