@@ -13,8 +13,8 @@
 //! `expired`, `indeterminate` → `failed` with an error naming what happened.
 
 use rmcp::model::{
-    CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, JsonObject, MetaObject, Task,
-    TaskPayload, TaskStatus,
+    CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, JsonObject, MetaObject,
+    ProtocolVersion, Task, TaskPayload, TaskStatus,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -35,10 +35,15 @@ const POLL_INTERVAL_MS: u64 = 1000;
 const WITHDRAWN: &str = "withdrawn by its caller (MCP tasks/cancel)";
 
 /// Whether a call to `spec` from this request becomes a task: the client declared the tasks
-/// extension (in the request's `_meta` under 2026-07-28, at `initialize` before) and the tool
-/// supports tasks — every tool that requires confirmation does.
+/// extension (in the request's `_meta` under 2026-07-28, at `initialize` from 2025-06-18 on) and
+/// the tool supports tasks — every tool that requires confirmation does.
 pub(crate) fn wanted(spec: &ToolSpec, context: &RequestContext<RoleServer>) -> bool {
-    spec.requires_confirmation()
+    // 2025-03-26 has no `extensions` capability (and its results are cut to that revision).
+    let revision_has_extensions = context
+        .protocol_version()
+        .is_none_or(|v| v.as_str() >= ProtocolVersion::V_2025_06_18.as_str());
+    revision_has_extensions
+        && spec.requires_confirmation()
         && context
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks())

@@ -373,3 +373,93 @@ async fn a_running_task_reads_working_and_cancel_stops_its_call() {
     assert_eq!(recorded["result"]["errorKind"], "cancelled", "{recorded}");
     h.cleanup().await;
 }
+
+/// One message of a 2025-11-25 session (`session` from `initialize`; none for it).
+async fn in_session(
+    router: &axum::Router,
+    session: Option<&str>,
+    body: Value,
+) -> (StatusCode, Value, Option<String>) {
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri("/mcp")
+        .header("host", "localhost:7878")
+        .header("authorization", format!("Bearer {ALICE}"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(s) = session {
+        req = req
+            .header("mcp-session-id", s)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    let req = req.body(axum::body::Body::from(body.to_string())).unwrap();
+    let response = router.clone().oneshot(req).await.unwrap();
+    let status = response.status();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .next_back()
+        .unwrap_or_else(|| serde_json::from_str(&text).unwrap_or(Value::Null));
+    (status, json, id)
+}
+
+#[tokio::test]
+async fn a_2025_11_25_session_that_declares_the_extension_gets_tasks() {
+    let h = Harness::with_options(options()).await;
+    let router = h.gw.router();
+    let (status, init, session) = in_session(
+        &router,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            "clientInfo": {"name": "tasks-test", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{init}");
+    let session = session.expect("a session id");
+    assert!(
+        init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{init}"
+    );
+    in_session(
+        &router,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    let (_, created, _) = in_session(
+        &router,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "write_file", "arguments": {"path": "s.txt", "content": "s"}}}),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(approve(&router, &task).await, StatusCode::OK);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, got, _) = in_session(
+            &router,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": &task}}),
+        )
+        .await;
+        if got["result"]["status"] == "completed" {
+            assert_eq!(got["result"]["result"]["isError"], false, "{got}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{got}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.cleanup().await;
+}
