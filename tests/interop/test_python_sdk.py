@@ -23,8 +23,10 @@ SDK's own client, over stdio and over Streamable HTTP:
 11. (HTTP) closing a session: the SDK's `DELETE /mcp` is answered 204, so it logs no
    `Session termination failed`, and the session is gone;
 12. the SDK's `Client` takes 2026-07-28 through `server/discover`, lists (in name order, private
-   cache scope) and calls without a session, a confirmation waits as a durable approval with no
-   elicitation sent, and (HTTP) `subscriptions/listen` announces a tool added over REST; log
+   cache scope) and calls without a session; a confirmation is an input-required round trip the
+   SDK answers through its elicitation callback (only `approve: true` runs the call, once), or
+   without that callback waits as a durable approval; (HTTP) `subscriptions/listen` announces a
+   tool added over REST; log
    messages come only for a request whose `_meta` names a logLevel, at or above it.
 
 Run through scripts/interop.sh, which installs the pinned SDK into a venv and builds the binary.
@@ -858,14 +860,8 @@ async def modern_client(srv: Server, **kwargs: Any) -> AsyncIterator[Any]:
 
 
 def test_2026_07_28_client_lists_and_calls(server: Server) -> None:
-    asked: list[Any] = []
-
-    async def on_elicit(_context: Any, params: Any) -> Any:
-        asked.append(params)
-        return types.ElicitResult(action="accept", content={"approve": True})
-
     async def body() -> None:
-        async with modern_client(server, elicitation_callback=on_elicit) as client:
+        async with modern_client(server) as client:
             assert client.protocol_version == "2026-07-28", client.protocol_version
             listed = await client.list_tools()
             names = [t.name for t in listed.tools]
@@ -878,12 +874,46 @@ def test_2026_07_28_client_lists_and_calls(server: Server) -> None:
             counted = await client.call_tool("test_confirmed_action_runs", {})
         assert good.is_error is False and good.structured_content == {"result": 42}, good
         assert bad.is_error is True and "'x'" in texts(bad), texts(bad)
-        # No server-initiated request under 2026-07-28: the confirmation waits as a durable
-        # approval, nothing runs, and the client's user is not asked.
-        assert not asked, f"the server sent elicitation/create under 2026-07-28: {asked!r}"
+        # A client that cannot elicit: the confirmation waits as a durable approval, nothing runs.
         assert confirmed.is_error is True and _error_kind(confirmed) == "confirmation_required", confirmed
         assert (confirmed.meta or {}).get("dev.toolgate/result", {}).get("approvalId"), confirmed
         assert counted.structured_content == {"runs": 0}, counted
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    "content,runs",
+    [({"approve": True}, 1), ({}, 0), ({"approve": "true"}, 0), ({"approve": False}, 0)],
+    ids=["approve-true", "empty", "string-true", "approve-false"],
+)
+def test_2026_07_28_confirmation_is_an_input_required_round_trip(
+    server: Server, content: dict[str, Any], runs: int
+) -> None:
+    """2026-07-28 has no server-initiated requests: the confirmation form comes back as an
+    input-required result, the SDK answers it through its elicitation callback and calls again;
+    only `approve: true` runs the call, once."""
+    asked: list[Any] = []
+
+    async def on_elicit(_context: Any, params: Any) -> Any:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content=content)
+
+    async def body() -> None:
+        async with modern_client(server, elicitation_callback=on_elicit) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            result = await client.call_tool("test_confirmed_action", {"what": "the thing"})
+            counted = await client.call_tool("test_confirmed_action_runs", {})
+        assert len(asked) == 1, f"expected one confirmation form, got {asked!r}"
+        schema = getattr(asked[0], "requested_schema", None) or {}
+        approve = (schema.get("properties") or {}).get("approve")
+        assert isinstance(approve, dict) and "default" not in approve, schema
+        assert counted.structured_content == {"runs": runs}, f"{content!r}: {counted.structured_content!r}"
+        if runs:
+            assert result.is_error is False and result.structured_content == {"done": "the thing"}, result
+        else:
+            assert result.is_error is True and _error_kind(result) == "rejected", result
+            assert "not approved" in texts(result), texts(result)
 
     run(body)
 

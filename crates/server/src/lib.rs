@@ -11,6 +11,7 @@ mod auth;
 mod envelope;
 mod error;
 mod mcp;
+mod mcp_input;
 mod mcp_session_owner;
 mod mcp_sessions;
 mod mcp_tasks;
@@ -197,6 +198,8 @@ pub struct Gateway {
     list_changed: Arc<mcp_sessions::ListChanged>,
     /// The MCP sessions of `/mcp` (made with the router).
     mcp_sessions: std::sync::OnceLock<mcp_sessions::BoundedSessions>,
+    /// MCP 2026-07-28 confirmations waiting for the client's second round.
+    confirmations: mcp_input::PendingConfirmations,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -221,6 +224,7 @@ impl Gateway {
             options,
             list_changed: Arc::new(mcp_sessions::ListChanged::default()),
             mcp_sessions: std::sync::OnceLock::new(),
+            confirmations: mcp_input::PendingConfirmations::default(),
         }))
     }
 

@@ -408,10 +408,12 @@ impl ServerHandler for McpHandler {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caller = self.caller(&context)?;
+        let request_state = request.request_state.take();
+        let input_responses = request.input_responses.take();
         let name = request.name.to_string();
         // A withheld name (an upstream tool in quarantine) goes on to the pipeline, which
         // refuses it `unavailable` naming what changed and how to approve it.
@@ -470,6 +472,46 @@ impl ServerHandler for McpHandler {
             progress: context.meta.get_progress_token(),
             request: context.id.clone(),
         });
+        // Under 2026-07-28 a client that can ask its user is asked through an input-required
+        // result (see mcp_input): a first round records the question, a second one carries the
+        // answer and the requestState of the first, bound to this principal, tool and arguments.
+        // A call answered with a task waits as a durable approval instead (see mcp_tasks).
+        let client_elicits = stateless
+            && !as_task
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some());
+        let mut next_round: Option<(Arc<crate::mcp_input::AskNextRound>, String, Value)> = None;
+        let mut answered: Option<Decision> = None;
+        if client_elicits {
+            let principal = caller.principal.id.as_str();
+            let answer = match &request_state {
+                Some(state) => {
+                    if !self
+                        .gw
+                        .confirmations
+                        .redeem(state, principal, &name, &arguments)
+                    {
+                        return Err(McpError::invalid_params(
+                            "requestState is not one this server issued for this call: it is unknown, already used, expired (after 10 minutes), for another call or principal, or from another toolgate instance. Call the tool again without requestState and inputResponses.",
+                            None,
+                        ));
+                    }
+                    crate::mcp_input::answer_of(input_responses.as_ref())
+                }
+                None => None,
+            };
+            match answer {
+                Some(answer) => answered = Some(elicited_decision(answer)),
+                None => {
+                    next_round = Some((
+                        Arc::new(crate::mcp_input::AskNextRound::default()),
+                        name.clone(),
+                        arguments.clone(),
+                    ));
+                }
+            }
+        }
         let mut call =
             CallRequest::new(name, arguments).client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
         // Where the call came from: the client as it introduced itself in `initialize`.
@@ -481,7 +523,11 @@ impl ServerHandler for McpHandler {
         }
         // A client that can ask its user does; otherwise the call waits as a durable approval
         // (the pipeline's default gate) and the result names it.
-        if bridge.can_elicit() && !as_task {
+        if let Some(decision) = answered {
+            call = call.approval(Arc::new(crate::mcp_input::Answered(decision)));
+        } else if let Some((ask, _, _)) = &next_round {
+            call = call.approval(Arc::clone(ask) as Arc<dyn ApprovalHandler>);
+        } else if bridge.can_elicit() && !as_task {
             call = call.approval(Arc::new(ElicitApproval {
                 bridge: Arc::clone(&bridge),
             }));
@@ -501,6 +547,17 @@ impl ServerHandler for McpHandler {
         let (result, ()) = tokio::join!(calling, forward(&context.peer, rx));
         if as_task && let Some(task) = crate::mcp_tasks::created(&self.gw, &result).await? {
             return Ok(CallToolResponse::Task(task));
+        }
+        if let Some((ask, name, arguments)) = next_round
+            && let Some(message) = ask.asked()
+        {
+            let token =
+                self.gw
+                    .confirmations
+                    .issue(caller.principal.id.as_str(), &name, &arguments);
+            let input = crate::mcp_input::input_required(message, token)
+                .map_err(|e| McpError::internal_error(e, None))?;
+            return Ok(CallToolResponse::InputRequired(input));
         }
         let mut result = call_result(result);
         if old_revision {
@@ -784,29 +841,35 @@ struct ElicitApproval {
 impl ApprovalHandler for ElicitApproval {
     fn decide<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> BoxFuture<'a, Decision> {
         Box::pin(async move {
-            let spec = request.spec;
-            let message = format!(
-                "Allow tool {} to run for {}? It {} ({} consequence). Arguments: {}",
-                spec.name(),
-                request.principal.id,
-                match spec.effect() {
-                    toolgate_core::Effect::Read => "reads data",
-                    toolgate_core::Effect::Write => "writes data",
-                    toolgate_core::Effect::Delete => "deletes data",
-                    toolgate_core::Effect::SideEffect => "has side effects outside toolgate",
-                },
-                spec.consequence(),
-                request.arguments
-            );
+            let message = confirmation_message(request);
             let answer = self.bridge.elicit(message, approval_form()).await;
             elicited_decision(answer)
         })
     }
 }
 
+/// What the confirmation form says: the tool, for whom, what it does and the (redacted)
+/// arguments.
+pub(crate) fn confirmation_message(request: &ApprovalRequest<'_>) -> String {
+    let spec = request.spec;
+    format!(
+        "Allow tool {} to run for {}? It {} ({} consequence). Arguments: {}",
+        spec.name(),
+        request.principal.id,
+        match spec.effect() {
+            toolgate_core::Effect::Read => "reads data",
+            toolgate_core::Effect::Write => "writes data",
+            toolgate_core::Effect::Delete => "deletes data",
+            toolgate_core::Effect::SideEffect => "has side effects outside toolgate",
+        },
+        spec.consequence(),
+        request.arguments
+    )
+}
+
 /// The confirmation form: one required boolean, `approve`, with no default, so that a client
 /// which fills in defaults or accepts forms unseen does not approve anything.
-fn approval_form() -> Value {
+pub(crate) fn approval_form() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -824,7 +887,7 @@ fn approval_form() -> Value {
 /// `accept` whose content has `approve` set to the JSON boolean `true` approves; an accept
 /// with no `approve`, with `false` or with anything else (`"true"`, `1`), a decline and a
 /// cancel are refusals that say why. A failed request leaves the call unanswered.
-fn elicited_decision(answer: Result<ElicitAnswer, ToolError>) -> Decision {
+pub(crate) fn elicited_decision(answer: Result<ElicitAnswer, ToolError>) -> Decision {
     let denied = |reason: String| Decision::Denied {
         reason: Some(reason),
     };

@@ -222,13 +222,25 @@ async fn delete_ends_the_session_with_no_content() {
     h.cleanup().await;
 }
 
-/// One 2026-07-28 request: no session, its revision and client in `_meta` and in the standard
-/// headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` for a call).
-async fn stateless(h: &Harness, token: &str, method: &str, mut params: Value) -> Reply {
+/// One 2026-07-28 request from a client without capabilities: no session, its revision and
+/// client in `_meta` and in the standard headers (`MCP-Protocol-Version`, `Mcp-Method`,
+/// `Mcp-Name` for a call).
+async fn stateless(h: &Harness, token: &str, method: &str, params: Value) -> Reply {
+    stateless_with(h, token, method, params, json!({})).await
+}
+
+/// [`stateless`] from a client with `capabilities`.
+async fn stateless_with(
+    h: &Harness,
+    token: &str,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> Reply {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "revisions-test", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
     let name = params["name"].as_str().map(str::to_owned);
     let mut headers = vec![
@@ -291,9 +303,9 @@ async fn a_2026_07_28_client_discovers_lists_and_calls_without_a_session() {
 }
 
 #[tokio::test]
-async fn under_2026_07_28_a_confirmation_waits_as_a_durable_approval() {
-    // 2026-07-28 has no server-initiated requests: a client that declares elicitation is not
-    // sent elicitation/create; the call waits as a durable approval and the result names it.
+async fn under_2026_07_28_a_client_that_cannot_elicit_waits_for_a_durable_approval() {
+    // No elicitation capability in the request's _meta: nobody to ask in the request, so the
+    // call waits as a durable approval and the result names it.
     let h = harness().await;
     let called = stateless(
         &h,
@@ -479,5 +491,113 @@ async fn an_open_listen_stream_takes_a_session_slot() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(opened, "the closed listen stream kept its slot");
+    h.cleanup().await;
+}
+
+/// A `write_file` call under 2026-07-28 from a client that can elicit, with `extra` params
+/// (`inputResponses`, `requestState`).
+async fn write(h: &Harness, path: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "write_file", "arguments": {"path": path, "content": "yes"}});
+    if let (Some(p), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(extra.clone());
+    }
+    let reply = stateless_with(h, ALICE, "tools/call", params, json!({"elicitation": {}})).await;
+    message(&reply)
+}
+
+/// Whether `path` exists under the gateway's root, read through the read_file tool.
+async fn written(h: &Harness, path: &str) -> bool {
+    let reply = stateless(
+        h,
+        ALICE,
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"path": path}}),
+    )
+    .await;
+    message(&reply)["result"]["isError"] == false
+}
+
+/// The first round: the confirmation form as an input request, and its requestState.
+async fn first_round(h: &Harness, path: &str) -> String {
+    let reply = write(h, path, json!({})).await;
+    let result = &reply["result"];
+    assert_eq!(result["resultType"], "input_required", "{reply}");
+    let form = &result["inputRequests"]["confirm"];
+    assert_eq!(form["method"], "elicitation/create", "{reply}");
+    let approve = &form["params"]["requestedSchema"]["properties"]["approve"];
+    assert_eq!(approve["type"], "boolean", "{reply}");
+    assert!(approve.get("default").is_none(), "{reply}");
+    assert!(
+        form["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("write_file"),
+        "{reply}"
+    );
+    result["requestState"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn under_2026_07_28_confirmation_is_an_input_required_round_trip_with_explicit_yes() {
+    let h = harness().await;
+    // Nothing runs in the first round.
+    let state = first_round(&h, "a.txt").await;
+    assert!(!written(&h, "a.txt").await);
+
+    // An accept without approve: true is a refusal that says why; nothing is written.
+    for (path, answer) in [
+        ("b.txt", json!({"action": "accept", "content": {}})),
+        (
+            "c.txt",
+            json!({"action": "accept", "content": {"approve": "true"}}),
+        ),
+        (
+            "d.txt",
+            json!({"action": "accept", "content": {"approve": false}}),
+        ),
+        ("e.txt", json!({"action": "decline"})),
+    ] {
+        let state = first_round(&h, path).await;
+        let reply = write(
+            &h,
+            path,
+            json!({"inputResponses": {"confirm": answer}, "requestState": state}),
+        )
+        .await;
+        let result = &reply["result"];
+        assert_eq!(result["isError"], true, "{answer}: {reply}");
+        assert_eq!(
+            result["_meta"]["dev.toolgate/result"]["errorKind"], "rejected",
+            "{answer}: {reply}"
+        );
+        assert!(!written(&h, path).await, "{answer} wrote {path}");
+    }
+
+    // The requestState is bound to the call: other arguments do not redeem it.
+    let reply = write(
+        &h,
+        "other.txt",
+        json!({"inputResponses": {"confirm": {"action": "accept", "content": {"approve": true}}},
+               "requestState": state}),
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(!written(&h, "other.txt").await);
+
+    // approve: true runs the call, once: its requestState cannot be used again.
+    let state = first_round(&h, "f.txt").await;
+    let yes = json!({"inputResponses": {"confirm": {"action": "accept", "content": {"approve": true}}},
+                     "requestState": state});
+    let reply = write(&h, "f.txt", yes.clone()).await;
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(written(&h, "f.txt").await);
+    let again = write(&h, "f.txt", yes).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+
+    // A second round without an answer asks again.
+    let state = first_round(&h, "g.txt").await;
+    let reply = write(&h, "g.txt", json!({"requestState": state})).await;
+    assert_eq!(reply["result"]["resultType"], "input_required", "{reply}");
+    assert!(!written(&h, "g.txt").await);
     h.cleanup().await;
 }
