@@ -2,8 +2,10 @@
 //! task-augmented `tools/call` to a tool that requires confirmation is answered with a task at
 //! once; `tasks/get` reads `input_required` (naming the approval and who decides) until the
 //! approval is decided over REST, then `completed` with the call's result; the task is bound to
-//! its principal, `tasks/cancel` withdraws the pending approval, and the task outlives the
-//! gateway that created it (another runtime on the same SQLite file reads and completes it).
+//! its principal, `tasks/cancel` withdraws the pending approval or stops the running call, the
+//! task expires with its approval, and it outlives the gateway that created it (another runtime
+//! on the same SQLite file reads and completes it; on PostgreSQL another instance reads and
+//! cancels it).
 #![cfg(test)]
 
 mod common;
@@ -461,5 +463,48 @@ async fn a_2025_11_25_session_that_declares_the_extension_gets_tasks() {
         assert!(tokio::time::Instant::now() < deadline, "{got}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_task_expires_with_its_approval() {
+    let h = Harness::with_options(GatewayOptions {
+        approval_ttl: Duration::from_secs(1),
+        ..options()
+    })
+    .await;
+    let router = h.gw.router();
+    let created = write_as_task(&router, "late.txt").await;
+    assert_eq!(created["ttlMs"], 1000, "{created}");
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "failed", "{read}");
+    let message = read["error"]["message"].as_str().unwrap();
+    assert!(message.contains("expired"), "{message}");
+    assert_eq!(approval(&router, &task).await["status"], "expired");
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn on_postgresql_a_task_made_on_one_instance_is_read_and_cancelled_on_another() {
+    let Some(h) = Harness::on_postgres(options()).await else {
+        return;
+    };
+    let task = write_as_task(&h.gw.router(), "pg.txt").await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other = h.another_gateway(options()).await;
+    let router = other.router();
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "input_required", "{read}");
+    let foreign = get(&router, BOB, &task).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    let cancelled = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    let read = get(&h.gw.router(), ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "cancelled", "{read}");
+    other.store().close().await;
     h.cleanup().await;
 }
