@@ -142,7 +142,7 @@ struct Session {
 }
 
 impl McpHandler {
-    fn new(gw: Arc<Gateway>, stdio: Option<Arc<Caller>>) -> Self {
+    pub(crate) fn new(gw: Arc<Gateway>, stdio: Option<Arc<Caller>>) -> Self {
         Self {
             gw,
             session: Arc::new(Session {

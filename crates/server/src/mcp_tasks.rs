@@ -310,3 +310,139 @@ fn approval_meta(a: &Approval) -> MetaObject {
 fn store_error(e: toolgate_store::StoreError) -> McpError {
     McpError::internal_error(format!("reading the task's approval failed: {e}"), None)
 }
+
+#[cfg(test)]
+mod tests {
+    //! rmcp's own client, which speaks the tasks extension (`call_tool_once`, `get_task`,
+    //! `cancel_task`), against toolgate's MCP server over an in-memory pipe.
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use rmcp::ServiceExt;
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
+        ClientConfig, GetTaskParams, Implementation, TaskPayload, TaskStatus,
+    };
+    use serde_json::json;
+    use toolgate_core::Principal;
+    use toolgate_runtime::decide::Decider;
+
+    use crate::Gateway;
+    use crate::auth::Caller;
+    use crate::mcp::McpHandler;
+
+    /// A gateway with one tool that requires confirmation and counts its runs, serving an rmcp
+    /// client that declares the tasks extension as the local principal.
+    async fn connect() -> (
+        Arc<Gateway>,
+        Arc<AtomicU64>,
+        rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+        tempfile::TempDir,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = toolgate_store::Store::open(
+            &toolgate_store::DbUrl::Sqlite(dir.path().join("t.db")),
+            &toolgate_store::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        let runs = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&runs);
+        let tool =
+            toolgate_core::ToolBuilder::new("confirmed_write", "Counts its runs; for tests.")
+                .effect(toolgate_core::Effect::Write)
+                .requires_confirmation(true)
+                .handler(move |_, _| {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    async { Ok(json!({ "written": true })) }
+                });
+        let registry = Arc::new(toolgate_core::Registry::new());
+        registry.register_all(vec![Arc::new(tool)], false).unwrap();
+        let gw = Gateway::from_parts(registry, store, crate::GatewayOptions::default()).unwrap();
+        let caller = Arc::new(Caller::new(Principal::local(), gw.plan().clone()));
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let handler = McpHandler::new(Arc::clone(&gw), Some(caller));
+        tokio::spawn(async move {
+            if let Ok(running) = handler.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("tasks-test", "1"),
+        )
+        .serve(client_io)
+        .await
+        .unwrap();
+        (gw, runs, client, dir)
+    }
+
+    async fn task_of(
+        client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+    ) -> String {
+        match client
+            .call_tool_once(CallToolRequestParams::new("confirmed_write"))
+            .await
+            .unwrap()
+        {
+            CallToolResponse::Task(created) => {
+                assert_eq!(created.task.status, TaskStatus::InputRequired);
+                created.task.task_id
+            }
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn rmcp_s_client_reads_the_result_once_the_approval_ran() {
+        let (gw, runs, client, _dir) = connect().await;
+        let task = task_of(&client).await;
+        let waiting = client.get_task(GetTaskParams::new(&task)).await.unwrap();
+        assert_eq!(waiting.task.status(), TaskStatus::InputRequired);
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            0,
+            "nothing runs before the yes"
+        );
+
+        let approver = Principal::local();
+        let decider = Decider {
+            principal: &approver,
+            actor: "test:approver",
+        };
+        gw.runtime().approve(decider, &task, None).await.unwrap();
+        gw.runtime().run_approved(&task).await.unwrap();
+        let done = client.get_task(GetTaskParams::new(&task)).await.unwrap();
+        let TaskPayload::Completed { result } = done.task.payload else {
+            panic!("expected completed, got {:?}", done.task);
+        };
+        assert_eq!(result["isError"], false, "{result:?}");
+        assert_eq!(result["structuredContent"], json!({ "written": true }));
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        client.cancel().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn rmcp_s_client_cancels_a_pending_task_and_it_never_runs() {
+        let (gw, runs, client, _dir) = connect().await;
+        let task = task_of(&client).await;
+        client
+            .cancel_task(CancelTaskParams::new(&task))
+            .await
+            .unwrap();
+        let read = client.get_task(GetTaskParams::new(&task)).await.unwrap();
+        assert_eq!(read.task.status(), TaskStatus::Cancelled);
+        let approval = gw.store().approval(&task).await.unwrap().unwrap();
+        assert_eq!(approval.status, toolgate_store::ApprovalStatus::Denied);
+        assert!(gw.runtime().run_approved(&task).await.is_ok());
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        // Unknown ids are "not found" like another principal's.
+        let unknown = client
+            .get_task(GetTaskParams::new("apr_nope"))
+            .await
+            .unwrap_err();
+        assert!(unknown.to_string().contains("not found"), "{unknown}");
+        client.cancel().await.unwrap();
+    }
+}
