@@ -314,7 +314,12 @@ pub fn removed(view: &Value) -> String {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    if gone.is_empty() {
+    let pins = view["pinsRemoved"].as_u64().unwrap_or(0);
+    if gone.is_empty() && pins > 0 {
+        format!(
+            "Removed server {name}: forgot its {pins} tool pin(s); if it is declared again, its tools wait for review as new tools.\n"
+        )
+    } else if gone.is_empty() {
         format!("Removed server {name} (it served no tools).\n")
     } else {
         format!(

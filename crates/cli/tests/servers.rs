@@ -223,6 +223,58 @@ fn a_real_server_s_tools_wait_for_approval_and_a_changed_one_shows_its_diff() {
 }
 
 #[test]
+fn rm_forgets_the_pins_of_a_server_taken_out_of_the_config_file() {
+    let Some(launch) = mcp_fixtures::py_server("the servers rm pins CLI test") else {
+        return;
+    };
+    let s = Scratch::new();
+    let declared = py_config(&s, &launch);
+    let empty = s.dir.path().join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let run = |config: &std::path::Path, args: &[&str]| {
+        let mut all = vec!["--config", config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let out = s.run(&all);
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let waiting = |tools: &str| -> usize {
+        let tools: serde_json::Value = serde_json::from_str(tools).unwrap();
+        tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["status"] == "pending")
+            .count()
+    };
+    let (code, out, err) = run(&declared, &["servers", "restart", "py"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = run(&declared, &["servers", "approve", "py", "--all"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (_, out, _) = run(&declared, &["servers", "tools", "py", "--json"]);
+    assert_eq!(waiting(&out), 0, "{out}");
+    // While declared in the file, it cannot be removed here.
+    let (code, _, err) = run(&declared, &["servers", "rm", "py"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("remove it there"), "{err}");
+    // Taken out of the file: its approvals are forgotten on request, not kept for whatever
+    // server is declared under the name next.
+    let (code, out, err) = run(&empty, &["servers", "rm", "py"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.starts_with("Removed server py: forgot its ") && out.contains("wait for review"),
+        "{out}"
+    );
+    let (code, _, err) = run(&empty, &["servers", "rm", "py"]);
+    assert_eq!(code, Some(1), "nothing is left to remove: {err}");
+    assert!(err.contains("No server named py"), "{err}");
+    // Declared again: every tool waits for review as a new tool.
+    let (code, out, err) = run(&declared, &["servers", "restart", "py"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (_, out, _) = run(&declared, &["servers", "tools", "py", "--json"]);
+    assert!(waiting(&out) >= 9, "{out}");
+}
+
+#[test]
 fn add_with_approve_serves_at_once_and_rm_takes_it_away() {
     let Some(launch) = mcp_fixtures::py_server("the servers add CLI test") else {
         return;

@@ -14,7 +14,9 @@
 //!    confirmation required. With `trust_annotations` (on the server or the tool),
 //!    `destructiveHint: false` gives `side_effect` without confirmation, a destructive tool
 //!    (MCP's default) `side_effect` with consequence `high` and confirmation, and
-//!    `idempotentHint` sets `idempotent`;
+//!    `idempotentHint` sets `idempotent`. A tool is taken to reach the world outside (category
+//!    `external_api`, exported with `openWorldHint: true`, MCP's own default) unless its
+//!    annotations are trusted and say `openWorldHint: false` (category `system`);
 //! 2. the server's `[servers.NAME.defaults]`;
 //! 3. the tool's `[servers.NAME.tools.TOOL]`.
 //!
@@ -22,8 +24,8 @@
 
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Consequence, Constraints, Effect, Issue, TierCaps, ToolDefinition, ToolName, ValidationEnv,
-    validate_in,
+    Category, Consequence, Constraints, Effect, Issue, TierCaps, ToolDefinition, ToolName,
+    ValidationEnv, validate_in,
 };
 
 use crate::config::{ServerEntry, ServerName};
@@ -90,10 +92,16 @@ pub fn definition_in(
     def.output_schema = tool.output_schema.clone();
 
     // 1. The annotations, as far as they are trusted.
+    let trusted = entry.trusts_annotations(upstream);
+    def.category = Some(if trusted && hints.open_world == Some(false) {
+        Category::System
+    } else {
+        Category::ExternalApi
+    });
     if hints.read_only == Some(true) {
         def.effect = Some(Effect::Read);
         def.requires_confirmation = Some(false);
-    } else if entry.trusts_annotations(upstream) {
+    } else if trusted {
         def.effect = Some(Effect::SideEffect);
         if hints.destructive == Some(false) {
             def.requires_confirmation = Some(false);
@@ -195,6 +203,7 @@ struct Hints {
     read_only: Option<bool>,
     destructive: Option<bool>,
     idempotent: Option<bool>,
+    open_world: Option<bool>,
 }
 
 impl Hints {
@@ -212,6 +221,7 @@ impl Hints {
             read_only: flag("readOnlyHint"),
             destructive: flag("destructiveHint"),
             idempotent: flag("idempotentHint"),
+            open_world: flag("openWorldHint"),
         }
     }
 }
@@ -443,6 +453,25 @@ mod tests {
         );
         assert!(!resolved(&e, &fs[2]).requires_confirmation);
         assert!(resolved(&e, &fs[1]).requires_confirmation);
+    }
+
+    #[test]
+    fn a_tool_reaches_the_open_world_unless_trusted_annotations_say_it_does_not() {
+        let closed = tool(
+            json!({"name": "lookup", "description": "Looks a word up in a local list.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true, "openWorldHint": false}}),
+        );
+        let silent = &everything()[0];
+        let untrusted = entry("command = \"/usr/bin/npx\"\n");
+        let trusted = entry("command = \"/usr/bin/npx\"\ntrust_annotations = true\n");
+        // An untrusted server's word that a tool stays closed is not taken.
+        assert_eq!(
+            resolved(&untrusted, &closed).category,
+            Category::ExternalApi
+        );
+        assert_eq!(resolved(&untrusted, silent).category, Category::ExternalApi);
+        assert_eq!(resolved(&trusted, &closed).category, Category::System);
+        // MCP's default for a tool that says nothing is the open world.
+        assert_eq!(resolved(&trusted, silent).category, Category::ExternalApi);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Streamable HTTP upstreams through the network policy, against a real rmcp Streamable HTTP
 //! server on 127.0.0.1: list and call, progress over SSE, the headers an upstream receives
 //! (the entry's and MCP's, nothing else), the private-network refusal and what it says, and a
-//! session the server forgot (404) re-initialised.
+//! session the server forgot (404) re-initialised; and the fast lane calls take: its ids,
+//! cancellation, a forgotten session falling back, the headers it sends.
 #![cfg(test)]
 
 use std::collections::BTreeMap;
@@ -76,6 +77,12 @@ impl ServerHandler for Remote {
             Tool::new("count", "Counts to three, reporting progress", schema()),
             Tool::new("whoami", "Says which headers it got", schema()),
             Tool::new("slow", "Waits 30 s unless cancelled", schema()),
+            Tool::new(
+                "chatty",
+                "Reports progress and logs the text twice",
+                schema(),
+            ),
+            Tool::new("myid", "Says the JSON-RPC id of its request", schema()),
         ]))
     }
 
@@ -109,8 +116,13 @@ impl ServerHandler for Remote {
                 }
                 "counted to 3".to_owned()
             }
+            "myid" => context.id.to_string(),
             "slow" => {
                 self.events.lock().unwrap().push("slow started".into());
+                self.events
+                    .lock()
+                    .unwrap()
+                    .push(format!("slow id {}", context.id));
                 tokio::select! {
                     () = context.ct.cancelled() => {
                         self.events.lock().unwrap().push("slow cancelled".into());
@@ -269,7 +281,7 @@ async fn lists_and_calls_through_the_policy() {
     let client = client(&served, private_ok()).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["echo", "count", "whoami", "slow"]);
+    assert_eq!(names, ["echo", "count", "whoami", "slow", "chatty", "myid"]);
     let result = call(&client, "echo", json!({"text": "héllo"})).await;
     assert_eq!(text(&result), "héllo");
     client.cancel().await.unwrap();
@@ -677,4 +689,118 @@ async fn refusal_messages_people_read() {
     let nobody = up.tools().await.unwrap_err().to_string();
     note("nothing listening", nobody);
     insta::assert_snapshot!(transcript);
+}
+
+/// The id the upstream saw for a `myid` call through `p`.
+async fn request_id(p: &toolgate_core::Pipeline) -> String {
+    let r = common::call(p, "myid", json!({})).await;
+    r.data()
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("{:?}", r.error()))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn calls_take_the_fast_lane_with_ids_rmcp_never_uses() {
+    let served = serve().await;
+    let up = url_upstream(&served, private_ok());
+    let p = common::pipeline(&up);
+    let first = request_id(&p).await;
+    let second = request_id(&p).await;
+    assert!(first.starts_with("tg-"), "{first}");
+    assert!(second.starts_with("tg-"), "{second}");
+    assert_ne!(first, second);
+    up.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_call_on_the_lane_tells_the_upstream() {
+    let served = serve().await;
+    let up = url_upstream(&served, private_ok());
+    let p = common::pipeline(&up);
+    let cancel = CancellationToken::new();
+    let call = p.call(common::request("slow", json!({})).cancel_token(cancel.clone()));
+    let events = Arc::clone(&served.events);
+    let canceller = async {
+        common::eventually("the slow tool starts", || {
+            events.lock().unwrap().contains(&"slow started".to_owned())
+        })
+        .await;
+        cancel.cancel();
+    };
+    let (r, ()) = tokio::join!(call, canceller);
+    assert_eq!(r.error_kind(), Some(ErrorKind::Cancelled));
+    common::eventually("the upstream sees the cancellation", || {
+        events
+            .lock()
+            .unwrap()
+            .contains(&"slow cancelled".to_owned())
+    })
+    .await;
+    let seen = served.events.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|e| e.starts_with("slow id tg-")),
+        "the call went through rmcp, not the lane: {seen:?}"
+    );
+    up.stop().await;
+}
+
+#[tokio::test]
+async fn a_forgotten_session_falls_back_and_the_call_still_succeeds() {
+    let served = serve().await;
+    let up = url_upstream(&served, private_ok());
+    let p = common::pipeline(&up);
+    assert!(request_id(&p).await.starts_with("tg-"));
+    assert_eq!(served.forget_sessions().await, 1);
+    // The lane gets 404; rmcp's client re-initialises and sends the call itself.
+    let r = common::call(&p, "echo", json!({"text": "after"})).await;
+    assert_eq!(r.data(), Some(&json!("after")), "{:?}", r.error());
+    assert_eq!(served.sessions.sessions.read().await.len(), 1);
+    // Then the lane carries calls again, in the new session.
+    assert!(request_id(&p).await.starts_with("tg-"));
+    assert_eq!(up.state(), ServerState::Ready);
+    up.stop().await;
+}
+
+#[tokio::test]
+async fn the_lane_sends_the_entry_headers_and_the_session_never_the_callers_token() {
+    let served = serve().await;
+    let up = url_upstream(&served, private_ok());
+    let p = common::pipeline(&up);
+    let caller = || serde_json::from_value(json!({"token": "caller-secret"})).unwrap();
+    let r = p
+        .call(common::request("whoami", json!({})).auth(caller()))
+        .await;
+    assert!(r.error().is_none(), "{:?}", r.error());
+    assert!(request_id(&p).await.starts_with("tg-"));
+    let seen = served.seen.lock().unwrap().clone();
+    let headers = seen.last().unwrap();
+    assert!(
+        headers.iter().all(|(_, v)| !v.contains("caller-secret")),
+        "the caller's token reached the upstream: {headers:?}"
+    );
+    let mut names: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(
+        names,
+        [
+            "accept",
+            "authorization",
+            "content-length",
+            "content-type",
+            "host",
+            "mcp-protocol-version",
+            "mcp-session-id",
+            "user-agent",
+            "x-tenant"
+        ]
+    );
+    let auth: Vec<&str> = headers
+        .iter()
+        .filter(|(k, _)| k == "authorization")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(auth, ["Bearer entry-token"]);
+    up.stop().await;
 }

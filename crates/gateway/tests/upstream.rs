@@ -287,6 +287,42 @@ async fn progress_and_log_messages_reach_the_caller() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_on_the_fast_lane_each_get_their_progress_before_their_result() {
+    let (e, _dir, record) = recording();
+    let (up, _) = upstream("tests", e);
+    let p = pipeline(&up);
+    // Calls to a stdio upstream go on the fast lane: the request id and progress token are
+    // toolgate's own (`tg-<n>`), not rmcp's numbers.
+    assert!(call_echo(&p).await);
+    let lines = recorded(&record);
+    let echo = lines.iter().find(|l| l.starts_with("echo meta")).unwrap();
+    assert!(echo.contains(r#"{"progressToken":"tg-"#), "{echo}");
+    let calls = (1..=8u32).map(|steps| {
+        let p = &p;
+        async move {
+            let progress = Arc::new(Progress::default());
+            let r = p
+                .call(request("progress", json!({"steps": steps})).progress(progress.clone()))
+                .await;
+            (steps, r, progress)
+        }
+    });
+    for (steps, r, progress) in futures_util::future::join_all(calls).await {
+        assert_eq!(r.data(), Some(&json!(format!("{steps} steps done"))));
+        let want: Vec<_> = (1..=steps)
+            .map(|s| {
+                (
+                    f64::from(s),
+                    Some(f64::from(steps)),
+                    Some(format!("step {s}")),
+                )
+            })
+            .collect();
+        assert_eq!(*progress.0.lock().unwrap(), want, "{steps} steps");
+    }
+}
+
 #[tokio::test]
 async fn cancellation_reaches_the_upstream() {
     let (e, _dir, record) = recording();

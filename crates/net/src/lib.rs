@@ -191,7 +191,7 @@ impl fmt::Display for Refusal {
         };
         write!(
             f,
-            "Network policy refused {shown}: it is {}; tools may only reach public internet addresses",
+            "Network policy refused {shown}: it is {}; toolgate reaches only public internet addresses unless told otherwise",
             self.class
         )?;
         if self.class.private_switch_allows() {

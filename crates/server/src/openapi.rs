@@ -704,8 +704,9 @@ fn add_servers(doc: &mut Value) {
                 "approved": { "type": "array", "items": schema_ref("ServerTool") } }
         },
         "RemovedServer": {
-            "type": "object", "required": ["name", "toolsRemoved"],
-            "properties": { "name": { "type": "string" }, "toolsRemoved": { "type": "array", "items": { "type": "string" } } }
+            "type": "object", "required": ["name", "toolsRemoved", "pinsRemoved"],
+            "properties": { "name": { "type": "string" }, "toolsRemoved": { "type": "array", "items": { "type": "string" } },
+                "pinsRemoved": { "type": "integer", "minimum": 0, "description": "Tool pins forgotten: tools seen again under this name wait for review" } }
         },
     });
     if let (Some(all), Some(new)) = (

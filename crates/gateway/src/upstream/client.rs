@@ -30,6 +30,7 @@ use rmcp::service::{
 use rmcp::transport::Transport;
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use toolgate_core::{ElicitAnswer, LogLevel, SamplingRequest, ToolContext};
 
 /// Progress notifications kept for a call whose token is not bound yet (the upstream can
@@ -91,8 +92,13 @@ impl Routes {
         }
     }
 
+    /// Reports `notifications/tools/list_changed`.
+    pub(crate) fn tools_changed(&self) {
+        (self.tools_changed)();
+    }
+
     /// Delivers a progress notification to the call holding its token.
-    fn progress(&self, param: ProgressNotificationParam) {
+    pub(crate) fn progress(&self, param: ProgressNotificationParam) {
         let ctx = {
             let mut table = self.table();
             let found = table
@@ -167,6 +173,11 @@ pub(crate) struct RouteGuard {
 }
 
 impl RouteGuard {
+    /// The calls of the connection this call belongs to.
+    pub(crate) fn routes(&self) -> &Routes {
+        &self.routes
+    }
+
     /// Binds the call to the progress token and request id its `tools/call` went out with, and
     /// delivers any progress that arrived first.
     pub(crate) fn bind(&self, token: ProgressToken, request: RequestId) {
@@ -268,7 +279,7 @@ fn refused(server: &str, what: &str, why: &str) -> McpError {
     )
 }
 
-fn to_level(level: LoggingLevel) -> LogLevel {
+pub(crate) fn to_level(level: LoggingLevel) -> LogLevel {
     match level {
         LoggingLevel::Debug => LogLevel::Debug,
         LoggingLevel::Info => LogLevel::Info,
@@ -357,45 +368,13 @@ impl ClientHandler for ClientSide {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        let server = &self.routes.server;
-        let what = "an elicitation request";
-        let wire =
-            serde_json::to_value(&request).map_err(|e| refused(server, what, &e.to_string()))?;
-        if wire["mode"].as_str() == Some("url") {
-            return Err(refused(
-                server,
-                what,
-                "toolgate relays form elicitations only, not URL ones",
-            ));
-        }
-        let ctx = self
-            .routes
-            .target(&context.extensions)
-            .map_err(|why| refused(server, what, &why))?;
-        let client = ctx
-            .client("elicitation")
-            .map_err(|_| refused(server, what, "the call did not come from an MCP client"))?;
-        if !client.can_elicit() {
-            return Err(refused(
-                server,
-                what,
-                "toolgate's client cannot answer elicitation requests (it did not declare the elicitation capability)",
-            ));
-        }
-        let message = wire["message"].as_str().unwrap_or_default().to_owned();
-        let schema = wire["requestedSchema"].clone();
-        let answer = tokio::select! {
-            answer = client.elicit(message, schema) => answer,
-            () = context.ct.cancelled() => return Err(refused(server, what, "the upstream cancelled it")),
-            () = ctx.cancellation().cancelled() => return Err(refused(server, what, "the call was cancelled")),
-        };
-        let answer = answer.map_err(|e| refused(server, what, e.message()))?;
-        let result = match answer {
-            ElicitAnswer::Accept(values) => json!({"action": "accept", "content": values}),
-            ElicitAnswer::Decline => json!({"action": "decline"}),
-            ElicitAnswer::Cancel => json!({"action": "cancel"}),
-        };
-        serde_json::from_value(result).map_err(|e| refused(server, what, &e.to_string()))
+        elicit(
+            &self.routes.server,
+            request,
+            || self.routes.target(&context.extensions),
+            &context.ct,
+        )
+        .await
     }
 
     async fn create_message(
@@ -403,44 +382,99 @@ impl ClientHandler for ClientSide {
         params: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        let server = &self.routes.server;
-        let what = "a sampling request";
         let ctx = self
             .routes
             .target(&context.extensions)
-            .map_err(|why| refused(server, what, &why))?;
-        let client = ctx
-            .client("sampling")
-            .map_err(|_| refused(server, what, "the call did not come from an MCP client"))?;
-        if !client.can_sample() {
-            return Err(refused(
-                server,
-                what,
-                "toolgate's client cannot answer sampling requests (it did not declare the sampling capability)",
-            ));
-        }
-        let prompt = sampling_prompt(&params).map_err(|why| refused(server, what, &why))?;
-        let request = SamplingRequest {
-            prompt,
-            system_prompt: params.system_prompt.clone(),
-            max_tokens: params.max_tokens,
-        };
-        let reply = tokio::select! {
-            reply = client.sample(request) => reply,
-            () = context.ct.cancelled() => return Err(refused(server, what, "the upstream cancelled it")),
-            () = ctx.cancellation().cancelled() => return Err(refused(server, what, "the call was cancelled")),
-        };
-        let reply = reply.map_err(|e| refused(server, what, e.message()))?;
-        let mut result = json!({
-            "role": "assistant",
-            "content": {"type": "text", "text": reply.text},
-            "model": reply.model,
-        });
-        if let Some(reason) = reply.stop_reason {
-            result["stopReason"] = json!(reason);
-        }
-        serde_json::from_value(result).map_err(|e| refused(server, what, &e.to_string()))
+            .map_err(|why| refused(&self.routes.server, "a sampling request", &why))?;
+        sample(&self.routes.server, &params, &ctx, &context.ct).await
     }
+}
+
+/// Relays an upstream's elicitation request to the client of the call `target` finds (asked
+/// only once the request is known to be relayable); `upstream` is cancelled when the upstream
+/// withdraws the request.
+pub(crate) async fn elicit(
+    server: &str,
+    request: ElicitRequestParams,
+    target: impl FnOnce() -> Result<ToolContext, String>,
+    upstream: &CancellationToken,
+) -> Result<ElicitResult, McpError> {
+    let what = "an elicitation request";
+    let wire = serde_json::to_value(&request).map_err(|e| refused(server, what, &e.to_string()))?;
+    if wire["mode"].as_str() == Some("url") {
+        return Err(refused(
+            server,
+            what,
+            "toolgate relays form elicitations only, not URL ones",
+        ));
+    }
+    let ctx = target().map_err(|why| refused(server, what, &why))?;
+    let client = ctx
+        .client("elicitation")
+        .map_err(|_| refused(server, what, "the call did not come from an MCP client"))?;
+    if !client.can_elicit() {
+        return Err(refused(
+            server,
+            what,
+            "toolgate's client cannot answer elicitation requests (it did not declare the elicitation capability)",
+        ));
+    }
+    let message = wire["message"].as_str().unwrap_or_default().to_owned();
+    let schema = wire["requestedSchema"].clone();
+    let answer = tokio::select! {
+        answer = client.elicit(message, schema) => answer,
+        () = upstream.cancelled() => return Err(refused(server, what, "the upstream cancelled it")),
+        () = ctx.cancellation().cancelled() => return Err(refused(server, what, "the call was cancelled")),
+    };
+    let answer = answer.map_err(|e| refused(server, what, e.message()))?;
+    let result = match answer {
+        ElicitAnswer::Accept(values) => json!({"action": "accept", "content": values}),
+        ElicitAnswer::Decline => json!({"action": "decline"}),
+        ElicitAnswer::Cancel => json!({"action": "cancel"}),
+    };
+    serde_json::from_value(result).map_err(|e| refused(server, what, &e.to_string()))
+}
+
+/// Relays an upstream's sampling request to `ctx`'s client; `upstream` is cancelled when the
+/// upstream withdraws the request.
+pub(crate) async fn sample(
+    server: &str,
+    params: &CreateMessageRequestParams,
+    ctx: &ToolContext,
+    upstream: &CancellationToken,
+) -> Result<CreateMessageResult, McpError> {
+    let what = "a sampling request";
+    let client = ctx
+        .client("sampling")
+        .map_err(|_| refused(server, what, "the call did not come from an MCP client"))?;
+    if !client.can_sample() {
+        return Err(refused(
+            server,
+            what,
+            "toolgate's client cannot answer sampling requests (it did not declare the sampling capability)",
+        ));
+    }
+    let prompt = sampling_prompt(params).map_err(|why| refused(server, what, &why))?;
+    let request = SamplingRequest {
+        prompt,
+        system_prompt: params.system_prompt.clone(),
+        max_tokens: params.max_tokens,
+    };
+    let reply = tokio::select! {
+        reply = client.sample(request) => reply,
+        () = upstream.cancelled() => return Err(refused(server, what, "the upstream cancelled it")),
+        () = ctx.cancellation().cancelled() => return Err(refused(server, what, "the call was cancelled")),
+    };
+    let reply = reply.map_err(|e| refused(server, what, e.message()))?;
+    let mut result = json!({
+        "role": "assistant",
+        "content": {"type": "text", "text": reply.text},
+        "model": reply.model,
+    });
+    if let Some(reason) = reply.stop_reason {
+        result["stopReason"] = json!(reason);
+    }
+    serde_json::from_value(result).map_err(|e| refused(server, what, &e.to_string()))
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -46,8 +46,8 @@ const MAX_ERROR_BODY: u64 = 64 * 1024;
 const BODY_PREVIEW: usize = 300;
 
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
-const EVENT_STREAM: &str = "text/event-stream";
-const JSON: &str = "application/json";
+pub(crate) const EVENT_STREAM: &str = "text/event-stream";
+pub(crate) const JSON: &str = "application/json";
 const SESSION_ID: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";
 
@@ -122,6 +122,16 @@ impl PolicyConnector {
         url: &str,
         headers: &BTreeMap<String, String>,
     ) -> Result<HttpTransport, GatewayError> {
+        Ok(self.open(server, url, headers).await?.0)
+    }
+
+    /// [`connect`](Self::connect), with the client the transport uses (a lane posts through it).
+    async fn open(
+        &self,
+        server: impl std::fmt::Display,
+        url: &str,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<(HttpTransport, PolicyHttpClient), GatewayError> {
         let server = server.to_string();
         let client = PolicyHttpClient::new(self.net.clone(), &server, headers)?;
         self.net
@@ -133,7 +143,10 @@ impl PolicyConnector {
                 usize::try_from(self.net.policy().max_response_bytes).unwrap_or(usize::MAX),
             )
             .reinit_on_expired_session(true);
-        Ok(StreamableHttpClientTransport::with_client(client, config))
+        Ok((
+            StreamableHttpClientTransport::with_client(client.clone(), config),
+            client,
+        ))
     }
 }
 
@@ -141,13 +154,19 @@ impl PolicyConnector {
 impl PolicyConnector {
     /// The [`HttpConnector`](super::HttpConnector) an upstream's [`Connector`](super::Connector)
     /// takes: every url entry reached through this policy, with its entry's headers only.
+    /// Its connections send `tools/call` on the [fast lane](super::http_lane) and leave the
+    /// rest of the session to rmcp's client.
     pub fn http_connector(&self) -> super::HttpConnector {
         let this = self.clone();
-        super::HttpConnector::new(move |target: super::HttpTarget| {
+        super::HttpConnector::with_lane(move |target: super::HttpTarget| {
             let this = this.clone();
             async move {
-                this.connect(&target.label, &target.url, &target.headers)
-                    .await
+                let (transport, client) = this
+                    .open(&target.label, &target.url, &target.headers)
+                    .await?;
+                let lane = super::http_lane::HttpLane::new(client, &target.url);
+                let lane: Arc<dyn super::lane::Lane> = Arc::new(lane);
+                Ok((transport, Some(lane)))
             }
         })
     }
@@ -180,6 +199,19 @@ struct Inner {
     headers: Vec<(String, String)>,
     /// Stops every request and stream of this client ([`PolicyHttpClient::close`]).
     cancel: CancellationToken,
+    /// The session rmcp last posted in, for the fast lane (`None` until rmcp has posted
+    /// after its handshake, and after the lane found the session gone).
+    session: Mutex<Option<Arc<LaneSession>>>,
+}
+
+/// The session of an HTTP upstream as rmcp negotiated it: what a request outside rmcp's
+/// client must carry to be part of it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct LaneSession {
+    /// `Mcp-Session-Id` (`None`: the server keeps no sessions).
+    pub(crate) id: Option<Arc<str>>,
+    /// `MCP-Protocol-Version`.
+    pub(crate) version: Option<String>,
 }
 
 impl std::fmt::Debug for PolicyHttpClient {
@@ -231,6 +263,7 @@ impl PolicyHttpClient {
                 server: server.to_owned(),
                 headers: kept,
                 cancel: CancellationToken::new(),
+                session: Mutex::new(None),
             }),
         })
     }
@@ -238,6 +271,89 @@ impl PolicyHttpClient {
     /// Stops every request and stream of this client at once (the upstream is being stopped).
     pub fn close(&self) {
         self.inner.cancel.cancel();
+    }
+
+    /// The session rmcp last posted in, if the lane may use it.
+    pub(crate) fn lane_session(&self) -> Option<Arc<LaneSession>> {
+        self.session_slot().clone()
+    }
+
+    /// Forgets `session` (the server said it is gone) unless rmcp has moved on already, so
+    /// that calls go through rmcp's client until it has re-initialised.
+    pub(crate) fn forget_session(&self, session: &Arc<LaneSession>) {
+        let mut slot = self.session_slot();
+        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, session)) {
+            *slot = None;
+        }
+    }
+
+    fn session_slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<LaneSession>>> {
+        self.inner
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes the session rmcp posts `message` in (after its handshake).
+    fn note_session(
+        &self,
+        message: &ClientJsonRpcMessage,
+        id: Option<&Arc<str>>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+    ) {
+        if let ClientJsonRpcMessage::Request(request) = message
+            && matches!(
+                request.request,
+                ClientRequest::InitializeRequest(_) | ClientRequest::DiscoverRequest(_)
+            )
+        {
+            return;
+        }
+        let version = headers
+            .get(&HeaderName::from_static("mcp-protocol-version"))
+            .and_then(|v| v.to_str().ok());
+        let mut slot = self.session_slot();
+        if slot
+            .as_ref()
+            .is_some_and(|s| s.id.as_ref() == id && s.version.as_deref() == version)
+        {
+            return;
+        }
+        *slot = Some(Arc::new(LaneSession {
+            id: id.cloned(),
+            version: version.map(str::to_owned),
+        }));
+    }
+
+    /// The server's name, for messages.
+    pub(crate) fn server(&self) -> &str {
+        &self.inner.server
+    }
+
+    /// The most bytes of one answer or event.
+    pub(crate) fn max_bytes(&self) -> u64 {
+        self.inner.net.policy().max_response_bytes
+    }
+
+    /// The headers of a request the lane sends in `session`: the entry's and MCP's own (a
+    /// POST's, or with `last_event_id` a GET resuming a stream's).
+    pub(crate) fn lane_headers(
+        &self,
+        session: &LaneSession,
+        last_event_id: Option<&str>,
+    ) -> Vec<(String, String)> {
+        let mut own = vec![("accept", ACCEPT_BOTH)];
+        match last_event_id {
+            Some(last) => own.push((LAST_EVENT_ID, last)),
+            None => own.push(("content-type", JSON)),
+        }
+        if let Some(id) = &session.id {
+            own.push((SESSION_ID, id));
+        }
+        if let Some(version) = &session.version {
+            own.push(("mcp-protocol-version", version));
+        }
+        self.headers(&HashMap::new(), &own)
     }
 
     /// The headers of one request: the entry's, then MCP's (from rmcp, filtered), then the
@@ -265,7 +381,7 @@ impl PolicyHttpClient {
         headers
     }
 
-    async fn open(
+    pub(crate) async fn open(
         &self,
         method: &str,
         url: &str,
@@ -293,7 +409,7 @@ impl PolicyHttpClient {
         StreamableHttpError::Client(ToolError::new(e.kind(), message))
     }
 
-    fn policy_timeout(&self) -> Duration {
+    pub(crate) fn policy_timeout(&self) -> Duration {
         self.inner.net.policy().timeout()
     }
 
@@ -344,7 +460,7 @@ fn status_error(response: &StreamResponse) -> Option<HttpStatusError> {
     Some(HttpStatusError::new(status, retry_after))
 }
 
-fn content_type_is(response: &StreamResponse, mime: &str) -> bool {
+pub(crate) fn content_type_is(response: &StreamResponse, mime: &str) -> bool {
     response
         .header("content-type")
         .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with(mime))
@@ -422,6 +538,7 @@ impl StreamableHttpClient for PolicyHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<ToolError>> {
+        self.note_session(&message, session_id.as_ref(), &custom_headers);
         let body = serde_json::to_vec(&message)?;
         let mut own = vec![("accept", ACCEPT_BOTH), ("content-type", JSON)];
         if let Some(id) = &session_id {

@@ -14,7 +14,6 @@ use rmcp::model::{
 };
 use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -25,6 +24,7 @@ use toolgate_core::{BoxFuture, Isolation, ToolContext, ToolError, ToolOutput, er
 use super::client::{ClientSide, Routes};
 use super::forward;
 use super::lane::{Lane, LaneOutcome};
+use super::stdio_lane::{self, StdioLane};
 use super::{ServerState, StdioHandle, StdioLaunch, StdioProcess, StdioSpawner};
 use crate::{GatewayError, ServerEntry, ServerName, UpstreamTool};
 
@@ -67,8 +67,11 @@ pub struct HttpTarget {
     pub headers: BTreeMap<String, String>,
 }
 
+/// A connection and its fast lane, if the transport offers one.
+type Opened = (Service, Option<Arc<dyn Lane>>);
+
 type OpenHttp =
-    dyn Fn(ClientSide, HttpTarget) -> BoxFuture<'static, Result<Service, String>> + Send + Sync;
+    dyn Fn(ClientSide, HttpTarget) -> BoxFuture<'static, Result<Opened, String>> + Send + Sync;
 
 /// Opens Streamable HTTP connections through a transport factory of the embedder's choosing
 /// (toolgate's network-policy client in production).
@@ -89,20 +92,34 @@ impl HttpConnector {
         Fut: Future<Output = Result<T, GatewayError>> + Send + 'static,
         T: Transport<RoleClient> + 'static,
     {
+        Self::with_lane(move |target| {
+            let transport = connect(target);
+            async move { Ok((transport.await?, None)) }
+        })
+    }
+
+    /// [`new`](Self::new) for transports that come with a fast lane for `tools/call`.
+    pub(crate) fn with_lane<F, Fut, T>(connect: F) -> Self
+    where
+        F: Fn(HttpTarget) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(T, Option<Arc<dyn Lane>>), GatewayError>> + Send + 'static,
+        T: Transport<RoleClient> + 'static,
+    {
         Self {
             open: Arc::new(move |side, target| {
                 let label = target.label.clone();
                 let url = target.url.clone();
                 let transport = connect(target);
                 Box::pin(async move {
-                    let transport = transport.await.map_err(|e| e.to_string())?;
+                    let (transport, lane) = transport.await.map_err(|e| e.to_string())?;
                     let transport = side.routed(transport);
-                    side.serve(transport).await.map_err(|e| {
+                    let service = side.serve(transport).await.map_err(|e| {
                         format!(
                             "Server {label} could not complete the MCP handshake at {url}: {}",
                             init_error(&e)
                         )
-                    })
+                    })?;
+                    Ok((service, lane))
                 })
             }),
         }
@@ -696,9 +713,9 @@ impl Upstream {
                 level: entry.isolation.unwrap_or(Isolation::Standard),
                 access: entry.sandbox.clone(),
             };
-            let (service, handle) =
+            let (service, handle, lane) =
                 start_stdio(name, &*inner.connector.stdio, &launch, side).await?;
-            let lane: Option<Arc<dyn Lane>> = None;
+            let lane: Option<Arc<dyn Lane>> = Some(Arc::new(lane));
             (service, Some(handle), lane)
         } else if let Some(url) = &entry.url {
             let Some(http) = &inner.connector.http else {
@@ -714,7 +731,7 @@ impl Upstream {
                 url: url.clone(),
                 headers: entry.headers.clone(),
             };
-            let service = tokio::time::timeout(START_TIMEOUT, (http.open)(side, target))
+            let (service, lane) = tokio::time::timeout(START_TIMEOUT, (http.open)(side, target))
                 .await
                 .map_err(|_| {
                     (
@@ -726,7 +743,6 @@ impl Upstream {
                     )
                 })?
                 .map_err(|e| (e, String::new()))?;
-            let lane: Option<Arc<dyn Lane>> = None;
             (service, None, lane)
         } else {
             return Err((
@@ -789,13 +805,14 @@ impl Upstream {
     }
 }
 
-/// Spawns a stdio server and completes the MCP handshake with it.
+/// Spawns a stdio server and completes the MCP handshake with it; the connection's fast lane
+/// shares its pipes.
 async fn start_stdio(
     name: &ServerName,
     spawner: &dyn StdioSpawner,
     launch: &StdioLaunch,
     side: ClientSide,
-) -> Result<(Service, Box<dyn StdioHandle>), (String, String)> {
+) -> Result<(Service, Box<dyn StdioHandle>, StdioLane), (String, String)> {
     let StdioProcess {
         stdout,
         stdin,
@@ -803,14 +820,15 @@ async fn start_stdio(
     } = spawner
         .spawn(launch)
         .map_err(|e| (format!("Server {name} could not start: {e}"), String::new()))?;
-    let transport = side.routed(AsyncRwTransport::new(stdout, stdin));
+    let (transport, lane) = stdio_lane::stdio(stdout, stdin);
+    let transport = side.routed(transport);
     let served = tokio::select! {
         served = side.serve(transport) => served.map_err(|e| init_error(&e)),
         status = handle.exited() => Err(format!("the process exited ({status})")),
         () = tokio::time::sleep(START_TIMEOUT) => Err(format!("no answer to initialize within {} s", START_TIMEOUT.as_secs())),
     };
     match served {
-        Ok(service) => Ok((service, handle)),
+        Ok(service) => Ok((service, handle, lane)),
         Err(why) => {
             // A process that ended the handshake by exiting says how; that is the cause.
             let why = match tokio::time::timeout(Duration::from_secs(1), handle.exited()).await {

@@ -7,8 +7,10 @@
 
 mod client;
 mod forward;
+mod http_lane;
 mod lane;
 mod lifecycle;
+mod stdio_lane;
 
 pub use lifecycle::{Connector, HttpConnector, HttpTarget, Upstream, UpstreamEvent};
 

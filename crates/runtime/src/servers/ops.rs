@@ -168,25 +168,30 @@ impl Servers {
 
     /// Removes a stored server: its tools leave the registry, its process stops, its pins and
     /// its stored entry are forgotten (a stored entry that no longer loads too). A server of
-    /// the config file cannot be removed here.
+    /// the config file cannot be removed here; once taken out of the file, removing it forgets
+    /// the pins it left, so that tools seen again under its name wait for review.
     ///
     /// Errors: [`OpError::Forbidden`] without [`MANAGE_PERMISSION`]; [`OpError::NotFound`] for
-    /// an unknown server; [`OpError::Conflict`] for a server of the config file.
+    /// a server neither served, stored nor pinned; [`OpError::Conflict`] for a server of the
+    /// config file.
     pub async fn remove(&self, manager: Manager<'_>, name: &str) -> Result<RemovedServer, OpError> {
         manager.check("remove servers")?;
         let source = self.lock().get(name).map(|s| s.source);
         if source.is_none() {
             // A stored entry that no longer loads is not served, but can be removed.
-            return match self.inner.store.server(name).await? {
-                Some(_) => {
-                    self.inner.store.remove_server(name, manager.actor).await?;
-                    Ok(RemovedServer {
-                        name: name.to_owned(),
-                        tools_removed: Vec::new(),
-                    })
-                }
-                None => Err(unknown(name)),
-            };
+            let stored = self.inner.store.server(name).await?.is_some();
+            if stored {
+                self.inner.store.remove_server(name, manager.actor).await?;
+            }
+            let pins_removed = self.inner.store.remove_pins(name).await?;
+            if !stored && pins_removed == 0 {
+                return Err(unknown(name));
+            }
+            return Ok(RemovedServer {
+                name: name.to_owned(),
+                tools_removed: Vec::new(),
+                pins_removed,
+            });
         }
         {
             let servers = self.lock();
@@ -197,10 +202,11 @@ impl Servers {
                 )));
             }
         }
-        let tools_removed = self.forget(name, manager.actor).await?;
+        let (tools_removed, pins_removed) = self.forget(name, manager.actor).await?;
         Ok(RemovedServer {
             name: name.to_owned(),
             tools_removed,
+            pins_removed,
         })
     }
 
@@ -364,8 +370,8 @@ impl Servers {
     }
 
     /// Forgets a stored server: its tools leave the registry, its process stops, its pins and
-    /// its stored entry are removed.
-    async fn forget(&self, name: &str, by: &str) -> Result<Vec<String>, OpError> {
+    /// its stored entry are removed. Returns the tools no longer served and how many pins went.
+    async fn forget(&self, name: &str, by: &str) -> Result<(Vec<String>, u64), OpError> {
         self.inner.store.remove_server(name, by).await?;
         let Some(server) = self.lock().remove(name) else {
             return Err(unknown(name));
@@ -382,10 +388,14 @@ impl Servers {
             }
             unserve(&self.inner.registry, n);
         }
-        if let Err(e) = self.inner.store.remove_pins(name).await {
-            tracing::warn!(server = %name, error = %ErrorChain(&e), "the pins of a removed server stay");
-        }
-        Ok(removed)
+        let pins = match self.inner.store.remove_pins(name).await {
+            Ok(pins) => pins,
+            Err(e) => {
+                tracing::warn!(server = %name, error = %ErrorChain(&e), "the pins of a removed server stay");
+                0
+            }
+        };
+        Ok((removed, pins))
     }
 
     /// Restarts a server's connection and lists its tools again.

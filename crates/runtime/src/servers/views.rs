@@ -175,6 +175,9 @@ pub struct RemovedServer {
     pub name: String,
     /// The toolgate names no longer served.
     pub tools_removed: Vec<String>,
+    /// How many tool pins (approved definition hashes) were forgotten: if a server of this
+    /// name is declared again, its tools wait for review as new tools.
+    pub pins_removed: u64,
 }
 
 /// What an import did: `toolgate servers import FILE`, `POST /v1/servers/import`.
