@@ -9,7 +9,7 @@
 //! for every later start to retry.
 
 use toolgate_core::{CallId, ErrorKind, Permission, Pipeline, Principal, ToolResult};
-use toolgate_store::{Approval, Store};
+use toolgate_store::{Approval, Cancel, Store};
 
 use crate::op_error::OpError;
 
@@ -105,6 +105,17 @@ pub async fn run_approved(
     id: &str,
     principal_of: impl FnOnce(&str) -> Option<Principal>,
 ) -> Result<Run, OpError> {
+    run_approved_with(store, pipeline, id, principal_of, Cancel::default()).await
+}
+
+/// [`run_approved`], the call stoppable through `cancel` (see `crate::running`).
+pub(crate) async fn run_approved_with(
+    store: &Store,
+    pipeline: &Pipeline,
+    id: &str,
+    principal_of: impl FnOnce(&str) -> Option<Principal>,
+    cancel: Cancel,
+) -> Result<Run, OpError> {
     let Some(approval) = store.approval(id).await? else {
         return Err(not_found(id));
     };
@@ -126,7 +137,7 @@ pub async fn run_approved(
         });
     };
     Ok(
-        match toolgate_store::run_approved(store, pipeline, id, principal).await? {
+        match toolgate_store::run_approved_with(store, pipeline, id, principal, cancel).await? {
             Some((approval, result)) => Run::Ran {
                 approval: Box::new(approval),
                 result: Box::new(result),
@@ -204,8 +215,18 @@ impl crate::Runtime {
     ///
     /// Errors: as [`run_approved`].
     pub async fn run_approved(&self, id: &str) -> Result<Run, OpError> {
-        let ran =
-            run_approved(self.store(), self.pipeline(), id, |p| self.principal_now(p)).await?;
+        // Stoppable while it runs here (`Runtime::cancel_running_approval`).
+        let running = self.running.enter(id, &self.cancel_calls);
+        let ran = run_approved_with(
+            self.store(),
+            self.pipeline(),
+            id,
+            |p| self.principal_now(p),
+            running.cancel(),
+        )
+        .await;
+        drop(running);
+        let ran = ran?;
         if let Run::Ran { approval, .. } = &ran {
             self.publish_approval(approval);
         }

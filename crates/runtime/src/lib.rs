@@ -28,6 +28,7 @@ mod events;
 mod op_error;
 mod plans;
 mod principals;
+mod running;
 pub mod servers;
 pub mod views;
 mod webhook;
@@ -227,6 +228,8 @@ pub struct Runtime {
     calls: TaskTracker,
     /// Fires when calls still running after the grace period must stop.
     cancel_calls: CancellationToken,
+    /// Approved calls running in this process, by approval id (to cancel one).
+    running: running::RunningApprovals,
     /// Fires once [`Runtime::drain`] is done: followers stop, long-lived streams end.
     stopped: CancellationToken,
     warnings: Vec<String>,
@@ -502,6 +505,7 @@ impl Runtime {
             pipeline: builder.build(),
             calls: TaskTracker::new(),
             cancel_calls: CancellationToken::new(),
+            running: running::RunningApprovals::default(),
             stopped,
             warnings,
         })

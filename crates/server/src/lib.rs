@@ -14,6 +14,7 @@ mod mcp;
 mod mcp_input;
 mod mcp_session_owner;
 mod mcp_sessions;
+mod mcp_tasks;
 mod metrics;
 mod openapi;
 mod rest;

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::response::IntoResponse;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, ErrorCode, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, RequestId, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscriptionFilter, Tool as McpTool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, ErrorCode, GetTaskParams,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool as McpTool,
 };
 use rmcp::service::{
     NotificationContext, OriginatingRequestId, Peer, RequestContext, SubscriptionContext,
@@ -142,7 +142,7 @@ struct Session {
 }
 
 impl McpHandler {
-    fn new(gw: Arc<Gateway>, stdio: Option<Arc<Caller>>) -> Self {
+    pub(crate) fn new(gw: Arc<Gateway>, stdio: Option<Arc<Caller>>) -> Self {
         Self {
             gw,
             session: Arc::new(Session {
@@ -240,6 +240,8 @@ impl ServerHandler for McpHandler {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                // Calls that wait for an approval become tasks (see `mcp_tasks`).
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(
@@ -309,6 +311,24 @@ impl ServerHandler for McpHandler {
                 return Ok(());
             }
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let caller = self.caller(&context)?;
+        crate::mcp_tasks::get(&self.gw, &caller, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&context)?;
+        crate::mcp_tasks::cancel(&self.gw, &caller, &request.task_id).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -409,6 +429,13 @@ impl ServerHandler for McpHandler {
         if !caller.sees(&name) || !known() {
             return Err(unknown_tool(&name));
         }
+        // Tasks hook: a call that will wait for an approval is answered with a task (see
+        // `mcp_tasks`); its approval is then always the durable one, never elicitation.
+        let as_task = self
+            .gw
+            .registry()
+            .get(&name)
+            .is_some_and(|tool| crate::mcp_tasks::wanted(tool.spec(), &context));
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
         let peer = context.peer.clone();
         let version = context.protocol_version();
@@ -448,7 +475,9 @@ impl ServerHandler for McpHandler {
         // Under 2026-07-28 a client that can ask its user is asked through an input-required
         // result (see mcp_input): a first round records the question, a second one carries the
         // answer and the requestState of the first, bound to this principal, tool and arguments.
+        // A call answered with a task waits as a durable approval instead (see mcp_tasks).
         let client_elicits = stateless
+            && !as_task
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.elicitation.is_some());
@@ -498,7 +527,7 @@ impl ServerHandler for McpHandler {
             call = call.approval(Arc::new(crate::mcp_input::Answered(decision)));
         } else if let Some((ask, _, _)) = &next_round {
             call = call.approval(Arc::clone(ask) as Arc<dyn ApprovalHandler>);
-        } else if bridge.can_elicit() {
+        } else if bridge.can_elicit() && !as_task {
             call = call.approval(Arc::new(ElicitApproval {
                 bridge: Arc::clone(&bridge),
             }));
@@ -516,6 +545,9 @@ impl ServerHandler for McpHandler {
             result
         };
         let (result, ()) = tokio::join!(calling, forward(&context.peer, rx));
+        if as_task && let Some(task) = crate::mcp_tasks::created(&self.gw, &result).await? {
+            return Ok(CallToolResponse::Task(task));
+        }
         if let Some((ask, name, arguments)) = next_round
             && let Some(message) = ask.asked()
         {

@@ -164,12 +164,35 @@ pub async fn run_approved(
     id: &str,
     principal: Principal,
 ) -> Result<Option<(Approval, ToolResult)>, StoreError> {
+    run_approved_with(store, pipeline, id, principal, Cancel::default()).await
+}
+
+/// How an approved call can be stopped while it runs: its cancellation token, and the note
+/// whoever fires it writes first (who cancelled, kept in the audit record).
+#[derive(Clone, Debug, Default)]
+pub struct Cancel {
+    /// Fires the call's cancellation.
+    pub token: toolgate_core::CancellationToken,
+    /// Who cancelled.
+    pub note: toolgate_core::CancelNote,
+}
+
+/// [`run_approved`] with the call's cancellation in the caller's hands (`cancel`).
+pub async fn run_approved_with(
+    store: &Store,
+    pipeline: &Pipeline,
+    id: &str,
+    principal: Principal,
+    cancel: Cancel,
+) -> Result<Option<(Approval, ToolResult)>, StoreError> {
     let Some(approval) = store.claim_approval(id).await? else {
         return Ok(None);
     };
     let mut request = CallRequest::new(approval.tool.clone(), approval.arguments.clone())
         .principal(principal)
         .approval(Arc::new(BoundApproval::new(approval.clone())));
+    request.cancel = cancel.token;
+    request.cancelled_by = cancel.note;
     // The call runs with the origin it was asked from, not the approver's.
     request.origin.clone_from(&approval.origin);
     if let Ok(call_id) = CallId::parse(&approval.call_id) {

@@ -102,7 +102,8 @@ pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventKind, StoredEvent};
 pub use gate::{
-    BoundApproval, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
+    BoundApproval, Cancel, CreatedFn, DEFAULT_APPROVAL_TTL, DurableApproval, HintFn, run_approved,
+    run_approved_with,
 };
 pub use quota::{SHARED_LEASE, SharedQuotas};
 pub use sync::SYNC_INTERVAL;

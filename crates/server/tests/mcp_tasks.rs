@@ -1,0 +1,510 @@
+//! MCP Tasks (the `io.modelcontextprotocol/tasks` extension) for calls that wait for a yes: a
+//! task-augmented `tools/call` to a tool that requires confirmation is answered with a task at
+//! once; `tasks/get` reads `input_required` (naming the approval and who decides) until the
+//! approval is decided over REST, then `completed` with the call's result; the task is bound to
+//! its principal, `tasks/cancel` withdraws the pending approval or stops the running call, the
+//! task expires with its approval, and it outlives the gateway that created it (another runtime
+//! on the same SQLite file reads and completes it; on PostgreSQL another instance reads and
+//! cancels it).
+#![cfg(test)]
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::{Method, Request, StatusCode};
+use common::{Harness, principal};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use toolgate_core::Quota;
+use toolgate_server::GatewayOptions;
+use tower::ServiceExt;
+
+const ALICE: &str = "alice-token";
+const BOB: &str = "bob-token";
+const APPROVER: &str = "approver-token";
+
+fn options() -> GatewayOptions {
+    GatewayOptions {
+        principals: vec![
+            principal("alice", &["tool.*"], None, ALICE, Quota::default()),
+            principal("bob", &["tool.*"], None, BOB, Quota::default()),
+            principal("approver", &["*"], None, APPROVER, Quota::default()),
+        ],
+        ..GatewayOptions::default()
+    }
+}
+
+/// Sends one request to `router` (Host: localhost): the status and the JSON body, or for an
+/// SSE reply the JSON-RPC message in its last `data:` line.
+async fn send(
+    router: &axum::Router,
+    method: Method,
+    uri: &str,
+    token: &str,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Value) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "localhost:7878")
+        .header("authorization", format!("Bearer {token}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = match body {
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(b.to_string())),
+        None => req.body(axum::body::Body::empty()),
+    }
+    .unwrap();
+    let response = router.clone().oneshot(req).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .next_back()
+            .unwrap_or(Value::Null)
+    });
+    (status, json)
+}
+
+/// One stateless 2026-07-28 request from a client that declares the tasks extension: the
+/// JSON-RPC answer.
+async fn mcp(router: &axum::Router, token: &str, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {},
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        },
+    });
+    // `Mcp-Name`: the tool of a call, the task of a tasks/* request.
+    let name = params["name"]
+        .as_str()
+        .or(params["taskId"].as_str())
+        .map(str::to_owned);
+    let mut headers = vec![
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ];
+    if let Some(name) = name.as_deref() {
+        headers.push(("mcp-name", name));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let (status, reply) = send(router, Method::POST, "/mcp", token, Some(body), &headers).await;
+    assert_eq!(status, StatusCode::OK, "{method}: {reply}");
+    reply
+}
+
+/// Alice asks to write `path` (a tool that requires confirmation) as a task: the task.
+async fn write_as_task(router: &axum::Router, path: &str) -> Value {
+    let reply = mcp(
+        router,
+        ALICE,
+        "tools/call",
+        json!({"name": "write_file", "arguments": {"path": path, "content": "hello"}}),
+    )
+    .await;
+    reply["result"].clone()
+}
+
+async fn get(router: &axum::Router, token: &str, task: &str) -> Value {
+    mcp(router, token, "tasks/get", json!({ "taskId": task })).await
+}
+
+/// Reads the task until its status is `want` (10 s at most).
+async fn until(router: &axum::Router, task: &str, want: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = get(router, ALICE, task).await["result"].clone();
+        if got["status"] == want {
+            return got;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task {task} did not become {want}: {got}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn approve(router: &axum::Router, id: &str) -> StatusCode {
+    let uri = format!("/v1/approvals/{id}/approve");
+    send(router, Method::POST, &uri, APPROVER, None, &[])
+        .await
+        .0
+}
+
+async fn approval(router: &axum::Router, id: &str) -> Value {
+    let uri = format!("/v1/approvals/{id}");
+    let (status, body) = send(router, Method::GET, &uri, APPROVER, None, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+#[tokio::test]
+async fn a_task_waits_for_its_approval_and_then_holds_the_call_result() {
+    let h = Harness::with_options(options()).await;
+    let router = h.gw.router();
+    // The extension is announced.
+    let discovered = mcp(&router, ALICE, "server/discover", json!({})).await;
+    assert!(
+        discovered["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{discovered}"
+    );
+
+    let created = write_as_task(&router, "task.txt").await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert_eq!(created["status"], "input_required", "{created}");
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        created["_meta"]["dev.toolgate/approval"]["approvalId"],
+        task
+    );
+    assert!(created["ttlMs"].as_u64().unwrap() > 0, "{created}");
+
+    let waiting = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    assert_eq!(waiting["inputRequests"], json!({}), "{waiting}");
+    let message = waiting["statusMessage"].as_str().unwrap();
+    assert!(message.contains(&task), "{message}");
+    assert!(message.contains("toolgate.approvals.decide"), "{message}");
+    assert!(
+        message.contains(&format!("/v1/approvals/{task}/approve")),
+        "{message}"
+    );
+    assert_eq!(approval(&router, &task).await["status"], "pending");
+
+    // Another principal does not see it, before or after it completes.
+    let foreign = get(&router, BOB, &task).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    assert!(
+        foreign["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not found"),
+        "{foreign}"
+    );
+
+    assert_eq!(approve(&router, &task).await, StatusCode::OK);
+    let done = until(&router, &task, "completed").await;
+    let result = &done["result"];
+    assert_eq!(result["isError"], false, "{done}");
+    // The result a direct call gives: the envelope the approval recorded, as MCP.
+    let recorded = approval(&router, &task).await;
+    assert_eq!(recorded["status"], "executed", "{recorded}");
+    assert_eq!(
+        result["structuredContent"], recorded["result"]["data"],
+        "{done}"
+    );
+    assert_eq!(
+        result["_meta"]["dev.toolgate/result"]["callId"], recorded["callId"],
+        "{done}"
+    );
+    let foreign = get(&router, BOB, &task).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    let foreign = mcp(&router, BOB, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_call_that_needs_no_approval_is_answered_directly() {
+    let h = Harness::with_options(options()).await;
+    let router = h.gw.router();
+    let reply = mcp(
+        &router,
+        ALICE,
+        "tools/call",
+        json!({"name": "calculator", "arguments": {"expression": "6 * 7"}}),
+    )
+    .await;
+    assert_eq!(reply["result"]["resultType"], "complete", "{reply}");
+    assert_eq!(
+        reply["result"]["structuredContent"]["result"], 42,
+        "{reply}"
+    );
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn cancel_withdraws_the_pending_approval() {
+    let h = Harness::with_options(options()).await;
+    let router = h.gw.router();
+    let task = write_as_task(&router, "never.txt").await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cancelled = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "cancelled", "{read}");
+    // The approval is withdrawn: denied in the caller's name, and nobody can approve it now.
+    let recorded = approval(&router, &task).await;
+    assert_eq!(recorded["status"], "denied", "{recorded}");
+    assert_eq!(recorded["decidedBy"], "alice", "{recorded}");
+    assert_ne!(approve(&router, &task).await, StatusCode::OK);
+    // A finished task cannot be cancelled again.
+    let again = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_denied_task_completes_with_the_refusal() {
+    let h = Harness::with_options(options()).await;
+    let router = h.gw.router();
+    let task = write_as_task(&router, "denied.txt").await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let uri = format!("/v1/approvals/{task}/deny");
+    let (status, body) = send(
+        &router,
+        Method::POST,
+        &uri,
+        APPROVER,
+        Some(json!({"reason": "not today"})),
+        &[],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "completed", "{read}");
+    assert_eq!(read["result"]["isError"], true, "{read}");
+    assert_eq!(
+        read["result"]["_meta"]["dev.toolgate/result"]["errorKind"], "rejected",
+        "{read}"
+    );
+    let text = read["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("approver") && text.contains("not today"),
+        "{text}"
+    );
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_task_survives_a_restart() {
+    let h = Harness::with_options(options()).await;
+    let task = write_as_task(&h.gw.router(), "restart.txt").await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The gateway goes away; a new runtime on the same SQLite file takes over.
+    h.gw.drain().await;
+    let restarted = h.another_gateway(options()).await;
+    let router = restarted.router();
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "input_required", "{read}");
+    let foreign = get(&router, BOB, &task).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    assert_eq!(approve(&router, &task).await, StatusCode::OK);
+    let done = until(&router, &task, "completed").await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    restarted.store().close().await;
+    h.cleanup().await;
+}
+
+/// A tool that requires confirmation and runs until cancelled (60 s at most).
+fn slow_confirmed() -> std::sync::Arc<dyn toolgate_core::Tool> {
+    std::sync::Arc::new(
+        toolgate_core::ToolBuilder::new(
+            "slow_confirmed",
+            "Needs a yes, then waits until cancelled; for tests.",
+        )
+        .effect(toolgate_core::Effect::Write)
+        .requires_confirmation(true)
+        .handler(|_, ctx| async move {
+            tokio::select! {
+                () = ctx.cancellation().cancelled() => Err(toolgate_core::ToolError::cancelled()),
+                () = tokio::time::sleep(Duration::from_secs(60)) => Ok(json!({ "slept": true })),
+            }
+        }),
+    )
+}
+
+#[tokio::test]
+async fn a_running_task_reads_working_and_cancel_stops_its_call() {
+    let h = Harness::with_options(options()).await;
+    h.gw.registry()
+        .register_all(vec![slow_confirmed()], false)
+        .unwrap();
+    let router = h.gw.router();
+    let created = mcp(
+        &router,
+        ALICE,
+        "tools/call",
+        json!({"name": "slow_confirmed", "arguments": {}}),
+    )
+    .await;
+    let task = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_owned();
+    assert_eq!(approve(&router, &task).await, StatusCode::OK);
+    let working = until(&router, &task, "working").await;
+    assert!(
+        working["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("approver"),
+        "{working}"
+    );
+    // Wait until the call has been claimed and runs (approved → running).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while approval(&router, &task).await["status"] != "running" {
+        assert!(tokio::time::Instant::now() < deadline, "never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancelled = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    let read = until(&router, &task, "cancelled").await;
+    assert!(read.get("result").is_none(), "{read}");
+    let recorded = approval(&router, &task).await;
+    assert_eq!(recorded["status"], "executed", "{recorded}");
+    assert_eq!(recorded["result"]["errorKind"], "cancelled", "{recorded}");
+    h.cleanup().await;
+}
+
+/// One message of a 2025-11-25 session (`session` from `initialize`; none for it).
+async fn in_session(
+    router: &axum::Router,
+    session: Option<&str>,
+    body: Value,
+) -> (StatusCode, Value, Option<String>) {
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri("/mcp")
+        .header("host", "localhost:7878")
+        .header("authorization", format!("Bearer {ALICE}"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(s) = session {
+        req = req
+            .header("mcp-session-id", s)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    let req = req.body(axum::body::Body::from(body.to_string())).unwrap();
+    let response = router.clone().oneshot(req).await.unwrap();
+    let status = response.status();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .next_back()
+        .unwrap_or_else(|| serde_json::from_str(&text).unwrap_or(Value::Null));
+    (status, json, id)
+}
+
+#[tokio::test]
+async fn a_2025_11_25_session_that_declares_the_extension_gets_tasks() {
+    let h = Harness::with_options(options()).await;
+    let router = h.gw.router();
+    let (status, init, session) = in_session(
+        &router,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            "clientInfo": {"name": "tasks-test", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{init}");
+    let session = session.expect("a session id");
+    assert!(
+        init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{init}"
+    );
+    in_session(
+        &router,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    let (_, created, _) = in_session(
+        &router,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "write_file", "arguments": {"path": "s.txt", "content": "s"}}}),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(approve(&router, &task).await, StatusCode::OK);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, got, _) = in_session(
+            &router,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": &task}}),
+        )
+        .await;
+        if got["result"]["status"] == "completed" {
+            assert_eq!(got["result"]["result"]["isError"], false, "{got}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{got}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_task_expires_with_its_approval() {
+    let h = Harness::with_options(GatewayOptions {
+        approval_ttl: Duration::from_secs(1),
+        ..options()
+    })
+    .await;
+    let router = h.gw.router();
+    let created = write_as_task(&router, "late.txt").await;
+    assert_eq!(created["ttlMs"], 1000, "{created}");
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "failed", "{read}");
+    let message = read["error"]["message"].as_str().unwrap();
+    assert!(message.contains("expired"), "{message}");
+    assert_eq!(approval(&router, &task).await["status"], "expired");
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn on_postgresql_a_task_made_on_one_instance_is_read_and_cancelled_on_another() {
+    let Some(h) = Harness::on_postgres(options()).await else {
+        return;
+    };
+    let task = write_as_task(&h.gw.router(), "pg.txt").await["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other = h.another_gateway(options()).await;
+    let router = other.router();
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "input_required", "{read}");
+    let foreign = get(&router, BOB, &task).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    let cancelled = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    let read = get(&h.gw.router(), ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "cancelled", "{read}");
+    other.store().close().await;
+    h.cleanup().await;
+}
