@@ -81,7 +81,10 @@ impl Raw {
                 &id,
                 json!({
                     "protocolVersion": "2025-06-18",
-                    "capabilities": {"tools": {}, "logging": {}},
+                    // No `logging` capability: calls to an HTTP upstream that declares it
+                    // keep rmcp's client (its logs may ride the shared stream), so the lane's
+                    // routing of messages on a call's own stream is what these tests reach.
+                    "capabilities": {"tools": {}},
                     "serverInfo": {"name": "raw", "version": "1"}
                 }),
             ),

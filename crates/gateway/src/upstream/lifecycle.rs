@@ -751,6 +751,15 @@ impl Upstream {
             ));
         };
         let peer = service.peer().clone();
+        // An HTTP upstream that can log may send a call's log messages on its shared stream
+        // (rmcp servers do: only progress rides the call's own stream), where they race the
+        // result on the call's stream and can arrive after it. Calls to such an upstream keep
+        // rmcp's client, which reads both streams in one place, in the order they come.
+        let logs_on_shared_stream = process.is_none()
+            && peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.logging.is_some());
+        let lane = if logs_on_shared_stream { None } else { lane };
         ask_all_log_messages(name, &peer).await;
         let listed = tokio::time::timeout(START_TIMEOUT, list(name, &peer)).await;
         let tools = match listed {
