@@ -34,7 +34,7 @@ use toolgate_net::{SseEvents, StreamResponse};
 
 use super::client::{RouteGuard, elicit, sample, to_level};
 use super::http::{EVENT_STREAM, JSON, LaneSession, PolicyHttpClient, content_type_is};
-use super::lane::{Lane, LaneOutcome};
+use super::lane::{CallRequest, Lane, LaneOutcome};
 
 /// The first protocol revision whose requests carry headers derived from their content
 /// (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`): the lane leaves sessions at it to rmcp.
@@ -78,30 +78,6 @@ impl Lane for HttpLane {
     ) -> BoxFuture<'a, LaneOutcome> {
         Box::pin(self.run(tool, arguments, route, ctx))
     }
-}
-
-/// The `tools/call` request as sent.
-#[derive(Serialize)]
-struct CallRequest<'a> {
-    jsonrpc: &'static str,
-    id: &'a str,
-    method: &'static str,
-    params: CallParams<'a>,
-}
-
-#[derive(Serialize)]
-struct CallParams<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    arguments: Option<&'a JsonObject>,
-    #[serde(rename = "_meta")]
-    meta: CallMeta<'a>,
-}
-
-#[derive(Serialize)]
-struct CallMeta<'a> {
-    #[serde(rename = "progressToken")]
-    progress_token: &'a str,
 }
 
 /// A message on the call's stream, read once: a response's result or error is built as it is
@@ -250,18 +226,7 @@ impl HttpLane {
         let id_text: Arc<str> = Arc::from(format!("tg-{n}"));
         let id = NumberOrString::String(Arc::clone(&id_text));
         route.bind(ProgressToken(id.clone()), id.clone());
-        let request = CallRequest {
-            jsonrpc: "2.0",
-            id: &id_text,
-            method: "tools/call",
-            params: CallParams {
-                name: tool,
-                arguments,
-                meta: CallMeta {
-                    progress_token: &id_text,
-                },
-            },
-        };
+        let request = CallRequest::new(&id_text, tool, arguments);
         let Ok(body) = serde_json::to_vec(&request) else {
             return LaneOutcome::Fallback;
         };

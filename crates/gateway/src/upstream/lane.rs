@@ -9,6 +9,7 @@
 //! cancellation sent upstream when the call is dropped.
 
 use rmcp::model::{CallToolResult, ErrorData, JsonObject};
+use serde::Serialize;
 use toolgate_core::{BoxFuture, ToolContext};
 
 use super::client::RouteGuard;
@@ -43,4 +44,44 @@ pub(crate) trait Lane: Send + Sync {
         route: &'a RouteGuard,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, LaneOutcome>;
+}
+
+/// A lane's `tools/call` request as it is written: the request id doubles as its progress token.
+#[derive(Serialize)]
+pub(crate) struct CallRequest<'a> {
+    jsonrpc: &'static str,
+    id: &'a str,
+    method: &'static str,
+    params: CallParams<'a>,
+}
+
+#[derive(Serialize)]
+struct CallParams<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a JsonObject>,
+    #[serde(rename = "_meta")]
+    meta: CallMeta<'a>,
+}
+
+#[derive(Serialize)]
+struct CallMeta<'a> {
+    #[serde(rename = "progressToken")]
+    progress_token: &'a str,
+}
+
+impl<'a> CallRequest<'a> {
+    /// `tools/call` of `tool` with `arguments`, as request `id` with progress token `id`.
+    pub(crate) fn new(id: &'a str, tool: &'a str, arguments: Option<&'a JsonObject>) -> Self {
+        Self {
+            jsonrpc: "2.0",
+            id,
+            method: "tools/call",
+            params: CallParams {
+                name: tool,
+                arguments,
+                meta: CallMeta { progress_token: id },
+            },
+        }
+    }
 }

@@ -25,7 +25,7 @@ use tokio::sync::{OwnedMutexGuard, oneshot};
 use toolgate_core::{BoxFuture, ToolContext};
 
 use super::client::RouteGuard;
-use super::lane::{Lane, LaneOutcome};
+use super::lane::{CallRequest, Lane, LaneOutcome};
 
 /// The longest line read from a server (one JSON-RPC message); a longer one is dropped, so
 /// that a server that never ends a line cannot grow toolgate's memory without bound.
@@ -380,30 +380,6 @@ impl Transport<RoleClient> for StdioTransport {
     }
 }
 
-/// A lane `tools/call` request on the wire.
-#[derive(Serialize)]
-struct CallRequest<'a> {
-    jsonrpc: &'static str,
-    id: &'a str,
-    method: &'static str,
-    params: CallParams<'a>,
-}
-
-#[derive(Serialize)]
-struct CallParams<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    arguments: Option<&'a JsonObject>,
-    #[serde(rename = "_meta")]
-    meta: CallMeta<'a>,
-}
-
-#[derive(Serialize)]
-struct CallMeta<'a> {
-    #[serde(rename = "progressToken")]
-    progress_token: &'a str,
-}
-
 /// `notifications/cancelled` for a lane request.
 #[derive(Serialize)]
 struct Cancelled<'a> {
@@ -479,18 +455,7 @@ impl Lane for StdioLane {
                 id: Arc::clone(&id),
                 sent: false,
             };
-            let request = CallRequest {
-                jsonrpc: "2.0",
-                id: &id,
-                method: "tools/call",
-                params: CallParams {
-                    name: tool,
-                    arguments,
-                    meta: CallMeta {
-                        progress_token: &id,
-                    },
-                },
-            };
+            let request = CallRequest::new(&id, tool, arguments);
             let line = match to_line(&request) {
                 Ok(line) => line,
                 Err(e) => {
