@@ -154,7 +154,7 @@ impl PolicyConnector {
 impl PolicyConnector {
     /// The [`HttpConnector`](super::HttpConnector) an upstream's [`Connector`](super::Connector)
     /// takes: every url entry reached through this policy, with its entry's headers only.
-    /// Its connections send `tools/call` on the [fast lane](super::http_lane) and leave the
+    /// Its connections send `tools/call` on the fast lane (`http_lane.rs`) and leave the
     /// rest of the session to rmcp's client.
     pub fn http_connector(&self) -> super::HttpConnector {
         let this = self.clone();
