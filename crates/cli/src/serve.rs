@@ -93,13 +93,19 @@ fn warn_disabled_root(runtime: &Runtime) {
 }
 
 /// First SIGINT/SIGTERM: graceful shutdown. Second: quit at once.
+///
+/// The handlers are installed before this returns (and so before the banner is printed): a
+/// signal sent as soon as the banner appears is a graceful shutdown, never the default action
+/// that would kill the process without draining.
 fn watch_signals(shutdown: CancellationToken, gateway: Arc<Gateway>, grace: u64) {
+    let Some(mut signals) = Signals::install() else {
+        eprintln!("warning: cannot watch SIGINT/SIGTERM; stop toolgate with SIGKILL");
+        return;
+    };
     tokio::spawn(async move {
         let mut count = 0;
         loop {
-            if !next_signal().await {
-                return;
-            }
+            signals.next().await;
             count += 1;
             if count == 1 {
                 eprintln!(
@@ -115,25 +121,49 @@ fn watch_signals(shutdown: CancellationToken, gateway: Arc<Gateway>, grace: u64)
     });
 }
 
-/// Waits for SIGINT or SIGTERM; `false` if signals cannot be watched.
-async fn next_signal() -> bool {
-    #[cfg(unix)]
-    {
+/// SIGINT and SIGTERM, watched from the moment [`Signals::install`] returns.
+#[cfg(unix)]
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl Signals {
+    /// Installs both handlers; `None` if either cannot be installed.
+    fn install() -> Option<Self> {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            return false;
-        };
+        Some(Self {
+            term: signal(SignalKind::terminate()).ok()?,
+            int: signal(SignalKind::interrupt()).ok()?,
+        })
+    }
+
+    /// Waits for the next SIGINT or SIGTERM.
+    async fn next(&mut self) {
         tokio::select! {
-            _ = term.recv() => true,
-            _ = int.recv() => true,
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
         }
     }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c().await.is_ok()
+}
+
+/// Ctrl-C, where there are no Unix signals.
+#[cfg(not(unix))]
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    /// Nothing to install ahead of time.
+    fn install() -> Option<Self> {
+        Some(Self)
+    }
+
+    /// Waits for the next Ctrl-C (forever if it cannot be watched).
+    async fn next(&mut self) {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 

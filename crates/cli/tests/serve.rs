@@ -33,6 +33,66 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
     response
 }
 
+/// A child's stderr read on a thread, so that a wait for it is bounded: a serve that hangs
+/// fails the test with what it printed and the process tree instead of hanging the suite.
+struct Lines(std::sync::mpsc::Receiver<String>);
+
+impl Lines {
+    const WAIT: Duration = Duration::from_secs(60);
+
+    fn of(stderr: std::process::ChildStderr) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self(rx)
+    }
+
+    fn next_line(&self, child: &mut std::process::Child, what: &str) -> String {
+        match self.0.recv_timeout(Self::WAIT) {
+            Ok(line) => line,
+            Err(e) => hung(child, what, &format!("{e:?}")),
+        }
+    }
+
+    /// Every line until the last writer closes stderr.
+    fn until_closed(&self, child: &mut std::process::Child, what: &str) -> String {
+        let deadline = std::time::Instant::now() + Self::WAIT;
+        let mut text = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.0.recv_timeout(left) {
+                Ok(line) => {
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return text,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => hung(child, what, &text),
+            }
+        }
+    }
+}
+
+fn hung(child: &mut std::process::Child, what: &str, seen: &str) -> ! {
+    let tree = Command::new("ps")
+        .args(["-eo", "pid,ppid,stat,etime,args", "--forest"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let state = child.try_wait();
+    let _ = child.kill();
+    panic!(
+        "waited {:?} for {what}; serve pid {} state {state:?}; stderr so far:\n{seen}\nprocesses:\n{tree}",
+        Lines::WAIT,
+        child.id()
+    );
+}
+
 #[test]
 fn serve_prints_where_everything_is_answers_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
@@ -42,9 +102,8 @@ fn serve_prints_where_everything_is_answers_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut banner = String::new();
-    stderr.read_line(&mut banner).unwrap();
+    let stderr = Lines::of(child.stderr.take().unwrap());
+    let banner = stderr.next_line(&mut child, "the startup banner");
     assert!(banner.contains("MCP http://127.0.0.1:"), "{banner}");
     assert!(banner.contains("/mcp · REST http://127.0.0.1:"), "{banner}");
     // Every startup line names the file tools' root.
@@ -75,13 +134,8 @@ fn serve_prints_where_everything_is_answers_and_stops_on_sigterm() {
     );
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.contains(r#""data":{"result":42}"#), "{reply}");
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).unwrap();
+    send_signal(child.id(), "-TERM");
+    let rest = stderr.until_closed(&mut child, "serve to stop after SIGTERM");
     let exit = child.wait().unwrap();
     assert!(exit.success(), "{exit:?}: {rest}");
     assert!(rest.contains("shutting down"), "{rest}");
@@ -104,6 +158,14 @@ fn serve_prints_where_everything_is_answers_and_stops_on_sigterm() {
         .unwrap();
     let text = String::from_utf8_lossy(&audit.stdout);
     assert!(text.contains("\"tool\": \"calculator\""), "{text}");
+}
+
+fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
 
 #[test]
