@@ -98,6 +98,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo deny check licenses bans sources"
 cargo deny --locked check licenses bans sources
 
+# Every published crate carries what crates.io needs and packages with its siblings resolved from
+# the workspace (not yet published). Not verified here: verifying builds every crate a second time
+# from its tarball, which the rest of this suite already builds from the same sources.
+step "cargo package --workspace (crates.io metadata; publishable in dependency order)"
+cargo package --workspace --locked --no-verify --allow-dirty --quiet
+
 # The gateway's tests run real MCP servers: the official everything and filesystem servers
 # (npm, pinned in tests/mcp-servers/) and a Python server on the official `mcp` SDK. Exports
 # TOOLGATE_TEST_NPM_DIR and TOOLGATE_TEST_PYTHON; with CI=true a test finding them missing fails.

@@ -21,6 +21,7 @@ Examples:
   toolgate tools add tools/get_weather.toml && toolgate tools history get_weather
   toolgate audit --limit 5 && toolgate audit verify
   toolgate servers list && toolgate servers approve files --all   # upstream MCP servers
+  toolgate completions bash > ~/.local/share/bash-completion/completions/toolgate
 
 Logs go to standard error; set TOOLGATE_LOG=debug (or RUST_LOG) for more.";
 
@@ -117,6 +118,21 @@ pub enum Command {
     /// from the store (`servers add`, `servers import --store`).
     #[command(subcommand, after_help = SERVERS_EXAMPLES)]
     Servers(ServersCommand),
+
+    /// Print a shell completion script on stdout.
+    ///
+    /// bash: `toolgate completions bash > ~/.local/share/bash-completion/completions/toolgate`
+    /// zsh: `toolgate completions zsh > "${fpath[1]}/_toolgate"` (a directory on $fpath)
+    /// fish: `toolgate completions fish > ~/.config/fish/completions/toolgate.fish`
+    /// PowerShell: `toolgate completions powershell >> $PROFILE`
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 const SERVERS_EXAMPLES: &str = "\

@@ -117,6 +117,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals(cmd) => approvals::run(&App::new(g).await?, cmd).await,
         Command::OutputTypes(cmd) => output_types::run(&App::new(g).await?, cmd).await,
         Command::Servers(cmd) => servers::run(&App::new(g).await?, cmd).await,
+        Command::Completions(args) => {
+            // Generated in memory: clap_complete panics on a failed write, `head` closing the
+            // pipe must stay a quiet success like everywhere else.
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "toolgate", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
+            Ok(exit::code(exit::SUCCESS))
+        }
     }
 }
 

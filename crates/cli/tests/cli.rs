@@ -1279,3 +1279,37 @@ fn approvals_list_aligns_its_columns() {
     }
     insta::assert_snapshot!(text);
 }
+
+#[test]
+fn bash_completes_commands_and_their_options_from_the_generated_script() {
+    let sb = Sandbox::new();
+    let script = sb.write(
+        "toolgate.bash",
+        &sb.run(&["completions", "bash"]).expect(0).stdout(),
+    );
+    // Sourced into a real bash, the script completes subcommands and a subcommand's options
+    // (bash calls the function with the command, the current word and the previous one).
+    let complete = |words: &str| {
+        let probe = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); COMP_LINE=\"{words}\"; COMP_POINT=${{#COMP_LINE}}; _toolgate toolgate \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "-c", &probe])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let commands = complete("toolgate ser");
+    assert_eq!(commands.lines().collect::<Vec<_>>(), ["serve", "servers"]);
+    let options = complete("toolgate serve --");
+    assert!(options.lines().any(|o| o == "--stdio"), "{options}");
+    assert!(options.lines().any(|o| o == "--grace"), "{options}");
+    for shell in ["zsh", "fish", "powershell", "elvish"] {
+        let text = sb.run(&["completions", shell]).expect(0).stdout();
+        assert!(text.contains("servers"), "{shell}: {text}");
+    }
+    let bad = sb.run(&["completions", "tcsh"]).expect(2);
+    assert!(bad.stderr().contains("possible values"), "{}", bad.stderr());
+}
