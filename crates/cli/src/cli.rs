@@ -119,6 +119,19 @@ pub enum Command {
     #[command(subcommand, after_help = SERVERS_EXAMPLES)]
     Servers(ServersCommand),
 
+    /// Add toolgate to an MCP client's config file (Claude Desktop, Claude Code, Cursor, VS Code,
+    /// Windsurf).
+    ///
+    /// Writes the entry in that client's own format and file (on Linux and macOS): by default a
+    /// stdio entry that starts this binary as `toolgate serve --stdio` with absolute --root,
+    /// --db, --config and --tools-dir taken from this command's global options (the root
+    /// defaults to the current directory); with --http, the URL of a running `toolgate serve`
+    /// and, with --token, its bearer token. The file's other entries are kept, the old file is
+    /// copied aside first, and a second run with the same options changes nothing. --print
+    /// shows the entry and the file instead of writing.
+    #[command(after_help = INSTALL_EXAMPLES)]
+    Install(InstallArgs),
+
     /// Print a shell completion script on stdout.
     ///
     /// bash: `toolgate completions bash > ~/.local/share/bash-completion/completions/toolgate`
@@ -126,6 +139,55 @@ pub enum Command {
     /// fish: `toolgate completions fish > ~/.config/fish/completions/toolgate.fish`
     /// PowerShell: `toolgate completions powershell >> $PROFILE`
     Completions(CompletionsArgs),
+}
+
+const INSTALL_EXAMPLES: &str = "\
+Examples:
+  toolgate --root ~/notes install claude-desktop --print   # show the entry and the file
+  toolgate --root ~/notes install cursor                   # stdio: Cursor starts toolgate
+  toolgate install vscode --http http://127.0.0.1:7878/mcp --token \"$TOKEN\"";
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The MCP client whose config file gets the entry.
+    #[arg(value_enum)]
+    pub client: McpClient,
+
+    /// Show the entry and the file it belongs in; write nothing.
+    #[arg(long)]
+    pub print: bool,
+
+    /// The entry's name in the client's server list.
+    #[arg(long, default_value = "toolgate", value_name = "NAME")]
+    pub name: String,
+
+    /// Connect to a running `toolgate serve` at this MCP URL instead of starting toolgate over
+    /// stdio (for example http://127.0.0.1:7878/mcp).
+    #[arg(long, value_name = "URL")]
+    pub http: Option<String>,
+
+    /// Bearer token sent with --http (see `toolgate token`); written into the client's file.
+    #[arg(long, value_name = "TOKEN", requires = "http")]
+    pub token: Option<String>,
+
+    /// Write this file instead of the client's usual one (a project-level file, say).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+/// The MCP clients `toolgate install` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum McpClient {
+    /// Claude Desktop: claude_desktop_config.json (stdio only).
+    ClaudeDesktop,
+    /// Claude Code: ~/.claude.json (user scope).
+    ClaudeCode,
+    /// Cursor: ~/.cursor/mcp.json.
+    Cursor,
+    /// VS Code: the user profile's mcp.json.
+    Vscode,
+    /// Windsurf: ~/.codeium/windsurf/mcp_config.json.
+    Windsurf,
 }
 
 #[derive(Debug, Args)]

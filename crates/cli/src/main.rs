@@ -11,6 +11,7 @@ mod call;
 mod cli;
 mod definitions;
 mod exit;
+mod install;
 mod output_types;
 mod prompt;
 mod serve;
@@ -117,6 +118,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals(cmd) => approvals::run(&App::new(g).await?, cmd).await,
         Command::OutputTypes(cmd) => output_types::run(&App::new(g).await?, cmd).await,
         Command::Servers(cmd) => servers::run(&App::new(g).await?, cmd).await,
+        Command::Install(args) => install::run(g, args),
         Command::Completions(args) => {
             // Generated in memory: clap_complete panics on a failed write, `head` closing the
             // pipe must stay a quiet success like everywhere else.
