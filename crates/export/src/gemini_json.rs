@@ -6,13 +6,16 @@
 //! (<https://ai.google.dev/api/caching#FunctionDeclaration>: `parametersJsonSchema` "must describe
 //! an object where the properties are the parameters to the function", mutually exclusive with
 //! `parameters`; `responseJsonSchema` describes the output, mutually exclusive with `response`;
-//! a function without parameters leaves them unset) and the JSON Schema support of structured
-//! output (<https://ai.google.dev/gemini-api/docs/structured-output>): `$ref`, `$defs`, `type`,
-//! `title`, `description`, `enum` of strings and numbers, `format` (date-time, date, time),
-//! `properties`, `required`, `additionalProperties`, `items`, `prefixItems`, `minItems`,
-//! `maxItems`, `minimum`, `maximum`, `anyOf` and Gemini's own `propertyOrdering`. String-length,
-//! pattern and the other validation keywords are not listed there, so they are removed (toolgate
-//! enforces them on every call) rather than sent to a model that may ignore or refuse them.
+//! a function without parameters leaves them unset; its example uses `propertyOrdering`), the
+//! JSON Schema support of structured output
+//! (<https://ai.google.dev/gemini-api/docs/structured-output>: `enum` of strings and numbers,
+//! formats date-time, date and time), and the official Python SDK's `JSONSchema` type
+//! (google-genai 3.3.0, `extra="forbid"`), which lists the keywords kept here: `type` (one or a
+//! list), `format`, `title`, `description`, `items`, `minItems`, `maxItems`, `enum`,
+//! `properties`, `required`, `minProperties`, `maxProperties`, `minimum`, `maximum`,
+//! `minLength`, `maxLength`, `pattern`, `additionalProperties`, `anyOf`, `uniqueItems`, `$ref`,
+//! `$defs` and `oneOf` (exported as `anyOf`). Other keywords are removed with a note (toolgate
+//! enforces them on every call) rather than sent to a model that may refuse them.
 
 use serde_json::{Map, Value, json};
 use toolgate_core::ToolSpec;
@@ -40,8 +43,14 @@ const KEPT: &[&str] = &[
     "required",
     "minItems",
     "maxItems",
+    "minProperties",
+    "maxProperties",
     "minimum",
     "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "uniqueItems",
     "propertyOrdering",
 ];
 
@@ -181,19 +190,10 @@ impl Walk<'_, '_> {
                 "additionalProperties" | "items" if !value.is_array() => {
                     out.insert(key.clone(), self.node(value, &at)?);
                 }
-                "items" => {
-                    // The tuple form of older drafts; draft 2020-12 spells it prefixItems.
-                    let converted = self.list(value, &at)?;
-                    self.cx.note(
-                        &at,
-                        "Exported the list form of `items` as `prefixItems` (its draft 2020-12 name)",
-                    );
-                    out.insert("prefixItems".into(), Value::Array(converted));
-                }
-                "prefixItems" => {
-                    let converted = self.list(value, &at)?;
-                    out.insert(key.clone(), Value::Array(converted));
-                }
+                "items" | "prefixItems" => self.cx.note(
+                    &at,
+                    format!("Removed `{key}` given as a list of schemas (a tuple): Gemini has no tuples; toolgate still enforces it when the tool is called"),
+                ),
                 "anyOf" | "oneOf" => {
                     if key == "oneOf" && m.contains_key("anyOf") {
                         return Err(self.cx.uses(

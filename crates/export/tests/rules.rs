@@ -877,11 +877,16 @@ const GEMINI_JSON_FIELDS: &[&str] = &[
     "required",
     "additionalProperties",
     "items",
-    "prefixItems",
     "minItems",
     "maxItems",
+    "minProperties",
+    "maxProperties",
     "minimum",
     "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "uniqueItems",
     "anyOf",
     "propertyOrdering",
 ];
@@ -928,8 +933,10 @@ fn gemini_json_schema_keeps_references_and_exports_output_schemas() {
         summarize["responseJsonSchema"]["required"],
         json!(["summary", "word_count"])
     );
-    assert!(out.notes.iter().any(|n| n.tool == "search_catalog"
-        && n.path == "parametersJsonSchema.properties.query.minLength"));
+    assert_eq!(params["properties"]["query"]["minLength"], 1);
+    assert!(out.notes.iter().any(
+        |n| n.tool == "search_catalog" && n.path == "parametersJsonSchema.properties.sku.oneOf"
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
