@@ -88,10 +88,94 @@ const JSON_TYPES: &[&str] = &[
     "string", "number", "integer", "boolean", "object", "array", "null",
 ];
 
+/// Strict tools Anthropic takes in one request.
+pub(crate) const MAX_STRICT_TOOLS: usize = 20;
 /// Optional parameters strict tool use allows across the strict tools of one request.
 pub(crate) const MAX_OPTIONAL: usize = 24;
 /// Parameters with union types (`anyOf` or a type list) strict tool use allows per request.
 pub(crate) const MAX_UNIONS: usize = 16;
+
+/// Notes on the limits strict tool use sets per request (strict tools, optional properties and
+/// union-typed properties, summed over the strict tools of the document), each on the first tool
+/// that goes past one.
+pub(crate) fn request_notes(tools: &[Value]) -> Vec<ExportNote> {
+    let mut notes = Vec::new();
+    let (mut strict, mut optional, mut unions) = (0, 0, 0);
+    let mut reported = [false; 3];
+    for tool in tools.iter().filter(|t| t["strict"] == true) {
+        strict += 1;
+        let (o, u) = complexity(&tool["input_schema"]);
+        optional += o;
+        unions += u;
+        let totals = [
+            (strict, MAX_STRICT_TOOLS, "strict tools"),
+            (optional, MAX_OPTIONAL, "optional properties"),
+            (
+                unions,
+                MAX_UNIONS,
+                "properties with union types (anyOf or a type list)",
+            ),
+        ];
+        for (i, (total, max, what)) in totals.into_iter().enumerate() {
+            if total > max && !reported[i] {
+                reported[i] = true;
+                notes.push(ExportNote {
+                    tool: tool["name"].as_str().unwrap_or_default().to_owned(),
+                    path: "strict".into(),
+                    message: format!(
+                        "With this tool the strict tools have {total} {what} together, and Anthropic takes at most {max} in one request: send fewer strict tools at a time, or export some without --strict"
+                    ),
+                });
+            }
+        }
+    }
+    notes
+}
+
+/// Optional and union-typed properties in a converted schema (each definition counted once).
+fn complexity(schema: &Value) -> (usize, usize) {
+    let Value::Object(m) = schema else {
+        return (0, 0);
+    };
+    let (mut optional, mut unions) = (0, 0);
+    let mut add = |(o, u): (usize, usize)| {
+        optional += o;
+        unions += u;
+    };
+    if let Some(Value::Object(props)) = m.get("properties") {
+        let required: Vec<&str> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for (name, property) in props {
+            let own = (
+                usize::from(!required.contains(&name.as_str())),
+                usize::from(
+                    property
+                        .as_object()
+                        .is_some_and(|p| p.contains_key("anyOf") || type_names(p).len() > 1),
+                ),
+            );
+            add(own);
+            add(complexity(property));
+        }
+    }
+    if let Some(items) = m.get("items") {
+        add(complexity(items));
+    }
+    for key in ["anyOf", "allOf"] {
+        if let Some(Value::Array(branches)) = m.get(key) {
+            branches.iter().for_each(|b| add(complexity(b)));
+        }
+    }
+    for key in ["$defs", "definitions"] {
+        if let Some(Value::Object(defs)) = m.get(key) {
+            defs.values().for_each(|d| add(complexity(d)));
+        }
+    }
+    (optional, unions)
+}
 
 pub(crate) fn export_tool(
     spec: &ToolSpec,

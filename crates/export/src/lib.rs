@@ -223,6 +223,9 @@ pub fn export(
             failures: not_strict,
         });
     }
+    if format == ExportFormat::Anthropic && options.wants_strict() {
+        notes.extend(anthropic::request_notes(&tools));
+    }
     let document = match format {
         ExportFormat::OpenAi | ExportFormat::OpenAiResponses | ExportFormat::Anthropic => {
             Value::Array(tools)

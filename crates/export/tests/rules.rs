@@ -779,6 +779,48 @@ fn anthropic_strict_closes_objects_keeps_optional_properties_and_says_why_not() 
 }
 
 #[test]
+fn anthropic_strict_notes_the_per_request_limits() {
+    // 21 strict tools of 2 optional properties (one a union) each: past every per-request limit.
+    let specs: Vec<_> = (0..21)
+        .map(|i| {
+            common::raw(
+                &format!("tool_{i:02}"),
+                json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": ["string", "null"]}}}),
+            )
+        })
+        .collect();
+    let out = export(&specs, ExportFormat::Anthropic, &STRICT).unwrap();
+    let limits: Vec<(&str, &str)> = out
+        .notes
+        .iter()
+        .filter(|n| n.path == "strict")
+        .map(|n| (n.tool.as_str(), n.message.as_str()))
+        .collect();
+    assert_eq!(limits.len(), 3, "{limits:?}");
+    assert_eq!(limits[0].0, "tool_12");
+    assert!(
+        limits[0].1.starts_with("With this tool the strict tools have 26 optional properties together, and Anthropic takes at most 24 in one request"),
+        "{}",
+        limits[0].1
+    );
+    assert_eq!(limits[1].0, "tool_16");
+    assert!(
+        limits[1].1.contains("17 properties with union types"),
+        "{}",
+        limits[1].1
+    );
+    assert_eq!(limits[2].0, "tool_20");
+    assert!(
+        limits[2].1.contains("21 strict tools together"),
+        "{}",
+        limits[2].1
+    );
+    // Without strict, no such notes.
+    let plain = export(&specs, ExportFormat::Anthropic, &PLAIN).unwrap();
+    assert!(plain.notes.iter().all(|n| n.path != "strict"));
+}
+
+#[test]
 fn anthropic_input_examples_come_from_the_schema_and_must_match_it() {
     let spec = common::raw(
         "lookup",
