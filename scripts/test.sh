@@ -130,6 +130,9 @@ bash scripts/conformance.sh --through-gateway
 step "interop with the official Python MCP SDK (stdio and Streamable HTTP)"
 bash scripts/interop.sh
 
+step "exports against the official provider SDKs' types (openai, anthropic, google-genai)"
+bash scripts/export-sdk.sh
+
 step "REST contract: schemathesis --checks all, local mode and with principals"
 bash scripts/schemathesis.sh
 

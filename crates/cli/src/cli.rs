@@ -486,8 +486,11 @@ pub enum ExportFormatArg {
     OpenaiResponses,
     /// Anthropic Messages `tools`.
     Anthropic,
-    /// Gemini `functionDeclarations` (OpenAPI schema subset).
+    /// Gemini `functionDeclarations` (OpenAPI schema subset, `parameters`).
     Gemini,
+    /// Gemini `functionDeclarations` with JSON Schema (`parametersJsonSchema`, and
+    /// `responseJsonSchema` for tools with an output schema).
+    GeminiJsonSchema,
     /// MCP `tools/list` result.
     Mcp,
 }
@@ -497,9 +500,15 @@ pub struct ExportArgs {
     /// Target format.
     #[arg(long, value_enum)]
     pub format: ExportFormatArg,
-    /// OpenAI strict mode: every property required, optional ones nullable, no extra keys.
+    /// Strict schemas (openai, openai-responses, anthropic): OpenAI's make every property
+    /// required and optional ones nullable; Anthropic's close every object. A tool that cannot be
+    /// strict is exported without it, with a note.
     #[arg(long)]
     pub strict: bool,
+    /// Like --strict, but a tool that cannot be strict fails the export (exit 1), listing every
+    /// such tool and why.
+    #[arg(long)]
+    pub require_strict: bool,
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 pub const SUCCESS: u8 = 0;
 
 /// A call returned an error result, a definition was invalid or a change refused, the tools
-/// could not be exported as asked, or `audit verify` found the log altered.
+/// could not be exported as asked (`--require-strict` included), or `audit verify` found the log
+/// altered.
 pub const FAILURE: u8 = 1;
 
 /// A usage or configuration error (clap exits with 2 for bad flags too), or any error that
@@ -32,7 +33,8 @@ pub const CODES: [(u8, &str); 5] = [
         "a call returned an error result, a definition file is invalid or unreadable, a tool or
 server was not found, a change to the store was refused (plan limit, duplicate, built-in, a
 server entry that is invalid or taken, nothing to approve), the tools cannot be exported as
-asked, or `audit verify` found the log altered",
+asked (with --require-strict: a tool cannot be strict; every such tool is listed with its
+reason), or `audit verify` found the log altered",
     ),
     (
         USAGE,

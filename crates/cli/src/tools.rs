@@ -368,10 +368,12 @@ pub fn export(app: &App, args: &ExportArgs) -> anyhow::Result<ExitCode> {
         ExportFormatArg::OpenaiResponses => ExportFormat::OpenAiResponses,
         ExportFormatArg::Anthropic => ExportFormat::Anthropic,
         ExportFormatArg::Gemini => ExportFormat::Gemini,
+        ExportFormatArg::GeminiJsonSchema => ExportFormat::GeminiJsonSchema,
         ExportFormatArg::Mcp => ExportFormat::Mcp,
     };
     let options = ExportOptions {
         strict: args.strict,
+        require_strict: args.require_strict,
     };
     let exported = match toolgate_export::export(&specs, format, &options) {
         Ok(e) => e,

@@ -239,7 +239,8 @@ fn usage_errors_exit_2() {
         vec!["call"],
         vec!["frobnicate"],
         vec!["tools", "list", "--category", "nonsense"],
-        vec!["tools", "export", "--format", "anthropic", "--strict"],
+        vec!["tools", "export", "--format", "gemini", "--strict"],
+        vec!["tools", "export", "--format", "mcp", "--require-strict"],
     ] {
         let run = sb.run(&args).expect(2);
         assert!(!run.stderr().is_empty(), "{args:?} printed no error");
@@ -798,7 +799,14 @@ fn tools_export_every_format() {
         "tools/get_weather.toml",
         include_str!("fixtures/get_weather.toml"),
     );
-    for format in ["openai", "openai-responses", "anthropic", "gemini", "mcp"] {
+    for format in [
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "gemini-json-schema",
+        "mcp",
+    ] {
         let run = sb
             .run(&[
                 "--tools-dir",
@@ -835,6 +843,96 @@ fn tools_export_every_format() {
         "export_openai_strict",
         run.json()
     ));
+    let run = sb
+        .run(&[
+            "--tools-dir",
+            "tools",
+            "tools",
+            "export",
+            "--format",
+            "anthropic",
+            "--strict",
+        ])
+        .expect(0);
+    stable!(insta::assert_json_snapshot!(
+        "export_anthropic_strict",
+        run.json()
+    ));
+}
+
+#[test]
+fn require_strict_exits_1_listing_every_tool_and_reason() {
+    let sb = Sandbox::new();
+    sb.write(
+        "tools/get_weather.toml",
+        include_str!("fixtures/get_weather.toml"),
+    );
+    sb.write(
+        "tools/tag_items.json",
+        r#"{"name": "tag_items", "description": "Tag items with free-form labels for later search.",
+            "input_schema": {"type": "object", "properties": {"labels": {"type": "object"}}}}"#,
+    );
+    sb.write(
+        "tools/match_keys.json",
+        r#"{"name": "match_keys", "description": "Match keys by pattern and return what they hold.",
+            "input_schema": {"type": "object", "properties": {"keys": {"type": "object",
+              "patternProperties": {"^k_": {"type": "string"}}}}}}"#,
+    );
+    for format in ["openai", "openai-responses", "anthropic"] {
+        let run = sb
+            .run(&[
+                "--tools-dir",
+                "tools",
+                "tools",
+                "export",
+                "--format",
+                format,
+                "--require-strict",
+            ])
+            .expect(1);
+        assert!(run.stdout().is_empty(), "{format}: {}", run.stdout());
+        let err = run.stderr();
+        // The built-in validate_output takes any JSON value, which no strict subset expresses.
+        assert!(
+            err.contains("with strict mode required: 3 tools cannot be strict"),
+            "{format}: {err}"
+        );
+        assert_eq!(err.matches("\n  - Cannot export tool ").count(), 3, "{err}");
+        assert!(
+            err.contains("\n  - Cannot export tool validate_output")
+                && err.contains("has no `type`, so it accepts any JSON value"),
+            "{format}: {err}"
+        );
+        assert!(
+            err.contains("\n  - Cannot export tool match_keys")
+                && err.contains("uses `patternProperties`"),
+            "{format}: {err}"
+        );
+        assert!(
+            err.contains("\n  - Cannot export tool tag_items")
+                && err.contains("is an object without declared properties (free-form)"),
+            "{format}: {err}"
+        );
+        assert!(!err.contains("get_weather"), "{format}: {err}");
+        // Without --require-strict the same tools export, each non-strict one with a note.
+        let run = sb
+            .run(&[
+                "--tools-dir",
+                "tools",
+                "tools",
+                "export",
+                "--format",
+                format,
+                "--strict",
+            ])
+            .expect(0);
+        assert!(
+            run.stderr()
+                .contains("note: tag_items: strict: Exported without strict"),
+            "{format}: {}",
+            run.stderr()
+        );
+    }
 }
 
 #[test]

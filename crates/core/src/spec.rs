@@ -194,6 +194,12 @@ impl ToolSpec {
         self.0.definition.output_schema.as_ref()
     }
 
+    /// Whether `input` is valid arguments for this tool (its input schema accepts it), as the
+    /// pipeline would check them; exporters use it to vet examples before handing them on.
+    pub fn accepts_input(&self, input: &Value) -> bool {
+        self.0.input_validator.is_valid(input)
+    }
+
     pub(crate) fn input_validator(&self) -> &jsonschema::Validator {
         &self.0.input_validator
     }

@@ -24,6 +24,14 @@ pub(crate) const ANTHROPIC: Target = Target {
     phrase: "to Anthropic",
     name: "Anthropic",
 };
+pub(crate) const ANTHROPIC_STRICT: Target = Target {
+    phrase: "in Anthropic strict tool use",
+    name: "Anthropic strict tool use",
+};
+pub(crate) const GEMINI_JSON: Target = Target {
+    phrase: "to Gemini (JSON Schema)",
+    name: "Gemini's JSON Schema support",
+};
 pub(crate) const GEMINI: Target = Target {
     phrase: "to Gemini",
     name: "Gemini",

@@ -9,12 +9,12 @@ use crate::ExportFormat;
 pub enum ExportError {
     /// The format name is not one of [`ExportFormat::ALL`].
     #[error(
-        "Unknown export format {0:?}: use one of openai, openai-responses, anthropic, gemini, mcp"
+        "Unknown export format {0:?}: use one of openai, openai-responses, anthropic, gemini, gemini-json-schema, mcp"
     )]
     UnknownFormat(String),
     /// `strict` was asked for a format that has no strict mode.
     #[error(
-        "Strict mode exists only for the openai and openai-responses formats, not {0}; leave out --strict or choose an OpenAI format"
+        "Strict mode exists only for the openai, openai-responses and anthropic formats, not {0}; leave out --strict and --require-strict or choose one of those formats"
     )]
     StrictNotSupported(ExportFormat),
     /// The same tool name appears twice; providers require unique function names.
@@ -36,7 +36,7 @@ pub enum ExportError {
     },
     /// A `$ref` points back to a schema it is inside, and the target needs references inlined.
     #[error(
-        "Cannot export tool {tool} {target}: {path} uses `$ref` to {reference}, which refers back to a schema that contains it; {target_name} needs references inlined and cannot express recursive schemas (flatten the recursion or cap it at a fixed depth)"
+        "Cannot export tool {tool} {target}: {path} uses `$ref` to {reference}, which refers back to a schema that contains it; {target_name} cannot express recursive schemas (flatten the recursion or cap it at a fixed depth)"
     )]
     Recursive {
         /// The tool whose schema cannot be exported.
@@ -82,6 +82,30 @@ pub enum ExportError {
         /// The most the target allows.
         max: usize,
     },
+    /// Strict schemas were required and some tools cannot have one; every such tool is listed
+    /// with its reason.
+    #[error("{}", not_strict_message(*format, failures))]
+    NotStrict {
+        /// The format strict mode was required for.
+        format: ExportFormat,
+        /// Why each tool cannot be strict, one error per tool, in the order given.
+        failures: Vec<ExportError>,
+    },
+}
+
+fn not_strict_message(format: ExportFormat, failures: &[ExportError]) -> String {
+    let mut text = format!(
+        "Cannot export to {format} with strict mode required: {} {} cannot be strict (fix {} as said below, or ask for --strict instead of --require-strict to export {} without strict mode, with a note saying why):",
+        failures.len(),
+        if failures.len() == 1 { "tool" } else { "tools" },
+        if failures.len() == 1 { "it" } else { "them" },
+        if failures.len() == 1 { "it" } else { "them" },
+    );
+    for failure in failures {
+        text.push_str("\n  - ");
+        text.push_str(&failure.to_string());
+    }
+    text
 }
 
 /// Stable, machine-readable class of an [`ExportError`].
@@ -105,14 +129,17 @@ impl ExportError {
             Self::Unsupported { .. }
             | Self::Recursive { .. }
             | Self::UnresolvedRef { .. }
-            | Self::TooLarge { .. } => ExportErrorKind::Unsupported,
+            | Self::TooLarge { .. }
+            | Self::NotStrict { .. } => ExportErrorKind::Unsupported,
         }
     }
 
-    /// The tool the error is about, when it is about one.
+    /// The tool the error is about, when it is about one (the first, for
+    /// [`ExportError::NotStrict`]).
     pub fn tool(&self) -> Option<&str> {
         match self {
             Self::UnknownFormat(_) | Self::StrictNotSupported(_) => None,
+            Self::NotStrict { failures, .. } => failures.first().and_then(Self::tool),
             Self::DuplicateTool(tool)
             | Self::Unsupported { tool, .. }
             | Self::Recursive { tool, .. }

@@ -661,7 +661,10 @@ fn null_only(branch: &Value) -> bool {
 }
 
 /// Merges `branch` into `base` as `allOf` would combine them; on a conflict, the keyword.
-fn merge(base: &mut Map<String, Value>, branch: Map<String, Value>) -> Result<(), String> {
+pub(crate) fn merge(
+    base: &mut Map<String, Value>,
+    branch: Map<String, Value>,
+) -> Result<(), String> {
     for (key, value) in branch {
         match key.as_str() {
             "properties" => {

@@ -15,7 +15,8 @@
 //!     .definition()
 //!     .clone();
 //! let spec = validate(&def).map_err(|r| r.to_string())?;
-//! let out = export(&[spec], ExportFormat::OpenAi, &ExportOptions { strict: true })?;
+//! let options = ExportOptions { strict: true, ..ExportOptions::default() };
+//! let out = export(&[spec], ExportFormat::OpenAi, &options)?;
 //! assert_eq!(out.document[0]["function"]["strict"], true);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -26,6 +27,7 @@ mod anthropic;
 mod context;
 mod error;
 mod gemini;
+mod gemini_json;
 mod mcp;
 mod openai;
 mod schema;
@@ -56,6 +58,10 @@ pub enum ExportFormat {
     /// Gemini `Tool`: `{"functionDeclarations": [...]}` with OpenAPI-subset schemas.
     #[serde(rename = "gemini")]
     Gemini,
+    /// Gemini `Tool` with JSON Schema: `parametersJsonSchema` and, for tools that declare an
+    /// output schema, `responseJsonSchema`.
+    #[serde(rename = "gemini-json-schema")]
+    GeminiJsonSchema,
     /// MCP `tools/list` result: `{"tools": [...]}` with annotations and governance `_meta`.
     #[serde(rename = "mcp")]
     Mcp,
@@ -63,11 +69,12 @@ pub enum ExportFormat {
 
 impl ExportFormat {
     /// Every format, in the order the CLI lists them.
-    pub const ALL: [ExportFormat; 5] = [
+    pub const ALL: [ExportFormat; 6] = [
         Self::OpenAi,
         Self::OpenAiResponses,
         Self::Anthropic,
         Self::Gemini,
+        Self::GeminiJsonSchema,
         Self::Mcp,
     ];
 
@@ -78,13 +85,15 @@ impl ExportFormat {
             Self::OpenAiResponses => "openai-responses",
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
+            Self::GeminiJsonSchema => "gemini-json-schema",
             Self::Mcp => "mcp",
         }
     }
 
-    /// Whether [`ExportOptions::strict`] means anything for this format.
+    /// Whether [`ExportOptions::strict`] means anything for this format: OpenAI's Structured
+    /// Outputs strict mode and Anthropic's strict tool use.
     pub fn supports_strict(self) -> bool {
-        matches!(self, Self::OpenAi | Self::OpenAiResponses)
+        matches!(self, Self::OpenAi | Self::OpenAiResponses | Self::Anthropic)
     }
 }
 
@@ -109,11 +118,25 @@ impl FromStr for ExportFormat {
 /// How to export.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExportOptions {
-    /// OpenAI formats only: rewrite schemas to OpenAI's Structured Outputs strict subset and set
-    /// `"strict": true`, or fail saying exactly why a tool cannot be made strict. Models then send
-    /// `null` for arguments that were optional; the pipeline treats those as absent
-    /// (`toolgate_core::schema::strip_optional_nulls`).
+    /// OpenAI and Anthropic formats only: rewrite schemas to the provider's strict subset and set
+    /// `"strict": true`. OpenAI's subset makes every property required and optional ones nullable
+    /// (models then send `null` for arguments that were optional; the pipeline treats those as
+    /// absent, `toolgate_core::schema::strip_optional_nulls`); Anthropic's closes every object
+    /// and keeps optional properties optional. A tool the subset cannot express is exported
+    /// non-strict with a note, unless `require_strict` is set.
+    #[serde(default)]
     pub strict: bool,
+    /// Implies `strict`: fail, listing every tool that cannot be strict and why, instead of
+    /// exporting those tools non-strict.
+    #[serde(default)]
+    pub require_strict: bool,
+}
+
+impl ExportOptions {
+    /// Whether strict schemas are wanted (asked for, or required).
+    pub fn wants_strict(&self) -> bool {
+        self.strict || self.require_strict
+    }
 }
 
 /// One thing an export dropped or changed to fit the target.
@@ -147,8 +170,10 @@ pub struct Export {
 ///
 /// Fails on the first tool that cannot be expressed in the format, when a tool name appears
 /// twice, or when `options.strict` is set for a format without a strict mode. With `strict`, a
-/// tool the strict subset cannot express is exported non-strict (OpenAI accepts both in one
-/// request) with a note at path `strict` saying why; [`export_one`] refuses it instead.
+/// tool the strict subset cannot express is exported non-strict (OpenAI and Anthropic accept both
+/// in one request) with a note at path `strict` saying why; [`export_one`] refuses it instead.
+/// With `require_strict`, every tool is tried and the export fails with
+/// [`ExportError::NotStrict`], which lists every tool that cannot be strict with its reason.
 pub fn export(
     specs: &[ToolSpec],
     format: ExportFormat,
@@ -158,24 +183,31 @@ pub fn export(
     let mut seen = HashSet::with_capacity(specs.len());
     let mut tools = Vec::with_capacity(specs.len());
     let mut notes = Vec::new();
+    let mut not_strict = Vec::new();
     for spec in specs {
         if !seen.insert(spec.name().as_str()) {
             return Err(ExportError::DuplicateTool(spec.name().as_str().to_owned()));
         }
         let (tool, mut tool_notes) = match export_one(spec, format, options) {
-            // OpenAI takes strict and non-strict functions side by side: a tool the strict
-            // subset cannot express goes in as it is written, with a note saying why.
+            Err(e) if options.require_strict && e.kind() == ExportErrorKind::Unsupported => {
+                not_strict.push(e);
+                continue;
+            }
+            // OpenAI and Anthropic take strict and non-strict tools side by side: a tool the
+            // strict subset cannot express goes in as it is written, with a note saying why.
             Err(e) if options.strict && e.kind() == ExportErrorKind::Unsupported => {
-                let (tool, mut notes) = export_one(spec, format, &ExportOptions { strict: false })
-                    .map_err(|_| e.clone())?;
+                let (tool, mut notes) =
+                    export_one(spec, format, &ExportOptions::default()).map_err(|_| e.clone())?;
                 notes.insert(
                     0,
                     ExportNote {
                         tool: spec.name().as_str().to_owned(),
                         path: "strict".into(),
-                        message: format!(
-                            "Exported without strict mode (\"strict\": false), because {e}"
-                        ),
+                        message: if format == ExportFormat::Anthropic {
+                            format!("Exported without strict tool use (no \"strict\"), because {e}")
+                        } else {
+                            format!("Exported without strict mode (\"strict\": false), because {e}")
+                        },
                     },
                 );
                 (tool, notes)
@@ -185,11 +217,22 @@ pub fn export(
         tools.push(tool);
         notes.append(&mut tool_notes);
     }
+    if !not_strict.is_empty() {
+        return Err(ExportError::NotStrict {
+            format,
+            failures: not_strict,
+        });
+    }
+    if format == ExportFormat::Anthropic && options.wants_strict() {
+        notes.extend(anthropic::request_notes(&tools));
+    }
     let document = match format {
         ExportFormat::OpenAi | ExportFormat::OpenAiResponses | ExportFormat::Anthropic => {
             Value::Array(tools)
         }
-        ExportFormat::Gemini => json!({ "functionDeclarations": tools }),
+        ExportFormat::Gemini | ExportFormat::GeminiJsonSchema => {
+            json!({ "functionDeclarations": tools })
+        }
         ExportFormat::Mcp => json!({ "tools": tools }),
     };
     Ok(Export { document, notes })
@@ -202,18 +245,20 @@ pub fn export_one(
     options: &ExportOptions,
 ) -> Result<(Value, Vec<ExportNote>), ExportError> {
     check_options(format, options)?;
+    let strict = options.wants_strict();
     match format {
         ExportFormat::OpenAi | ExportFormat::OpenAiResponses => {
-            openai::export_tool(spec, format, options.strict)
+            openai::export_tool(spec, format, strict)
         }
-        ExportFormat::Anthropic => anthropic::export_tool(spec),
+        ExportFormat::Anthropic => anthropic::export_tool(spec, strict),
         ExportFormat::Gemini => gemini::export_tool(spec),
+        ExportFormat::GeminiJsonSchema => gemini_json::export_tool(spec),
         ExportFormat::Mcp => Ok(mcp::export_tool(spec)),
     }
 }
 
 fn check_options(format: ExportFormat, options: &ExportOptions) -> Result<(), ExportError> {
-    if options.strict && !format.supports_strict() {
+    if options.wants_strict() && !format.supports_strict() {
         return Err(ExportError::StrictNotSupported(format));
     }
     Ok(())

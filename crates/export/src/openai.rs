@@ -78,7 +78,13 @@ const JSON_TYPES: &[&str] = &[
     "string", "number", "integer", "boolean", "object", "array", "null",
 ];
 
-// Documented strict-mode limits.
+// Strict-mode limits, from "Objects have limitations on nesting depth and size" in
+// <https://platform.openai.com/docs/guides/structured-outputs#supported-schemas>: "A schema may
+// have up to 5000 object properties total, with up to 10 levels of nesting"; "In a schema, total
+// string length of all property names, definition names, enum values, and const values cannot
+// exceed 120,000 characters"; "A schema may have up to 1000 enum values across all enum
+// properties"; "For a single enum property with string values, the total string length of all
+// enum values cannot exceed 15,000 characters when there are more than 250 enum values".
 const MAX_PROPERTIES: usize = 5000;
 const MAX_OBJECT_DEPTH: usize = 10;
 const MAX_ENUM_VALUES: usize = 1000;
@@ -86,18 +92,47 @@ const MAX_SCHEMA_CHARS: usize = 120_000;
 const LARGE_ENUM: usize = 250;
 const MAX_LARGE_ENUM_CHARS: usize = 15_000;
 
+/// Longest function name: the API reference's `function.name`, "Must be a-z, A-Z, 0-9, or
+/// contain underscores and dashes, with a maximum length of 64"
+/// (<https://platform.openai.com/docs/api-reference/chat/create#chat-create-tools>).
+const MAX_NAME_LEN: usize = 64;
+
+/// Checks a function name against `^[a-zA-Z0-9_-]{1,64}$`. toolgate's own tool names are
+/// narrower (snake_case, at most 64 characters), so this only guards against that rule changing.
+fn check_name(name: &str, cx: &Cx) -> Result<(), ExportError> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid {
+        return Ok(());
+    }
+    Err(cx.unsupported(
+        "name",
+        "name",
+        format!(
+            "is {name:?}, and OpenAI function names must be 1 to {MAX_NAME_LEN} letters, digits, underscores or dashes; rename the tool"
+        ),
+    ))
+}
+
 /// One tool in the Chat Completions or Responses shape.
 pub(crate) fn export_tool(
     spec: &ToolSpec,
     format: ExportFormat,
     strict: bool,
 ) -> Result<(Value, Vec<ExportNote>), ExportError> {
+    let name = spec.name().as_str();
+    check_name(
+        name,
+        &Cx::new(name, if strict { OPENAI_STRICT } else { OPENAI }),
+    )?;
     let (parameters, notes) = if strict {
         strict_parameters(spec)?
     } else {
         plain_parameters(spec)?
     };
-    let name = spec.name().as_str();
     let description = spec.description();
     let tool = match format {
         ExportFormat::OpenAiResponses => json!({
@@ -648,4 +683,24 @@ fn measure(schema: &Value, depth: usize, stats: &mut Stats, cx: &Cx) -> Result<(
         stats.chars += string_chars(value);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_names_follow_the_documented_pattern() {
+        let cx = Cx::new("t", OPENAI);
+        for ok in ["get_weather", "A-b_9", &"x".repeat(64)] {
+            assert!(check_name(ok, &cx).is_ok(), "{ok}");
+        }
+        for bad in ["", "has space", "dotted.name", "ünï", &"x".repeat(65)] {
+            let err = check_name(bad, &cx).unwrap_err().to_string();
+            assert!(
+                err.contains("1 to 64 letters, digits, underscores or dashes"),
+                "{bad}: {err}"
+            );
+        }
+    }
 }

@@ -12,8 +12,18 @@ use toolgate_export::{
     export_one,
 };
 
-const PLAIN: ExportOptions = ExportOptions { strict: false };
-const STRICT: ExportOptions = ExportOptions { strict: true };
+const PLAIN: ExportOptions = ExportOptions {
+    strict: false,
+    require_strict: false,
+};
+const STRICT: ExportOptions = ExportOptions {
+    strict: true,
+    require_strict: false,
+};
+const REQUIRE_STRICT: ExportOptions = ExportOptions {
+    strict: false,
+    require_strict: true,
+};
 
 /// Calls `visit(path, schema)` for every schema in `schema`, walking the schema-valued keywords
 /// only (property names are never taken for keywords).
@@ -43,10 +53,12 @@ fn walk_schemas(schema: &Value, path: &str, visit: &mut dyn FnMut(&str, &Map<Str
 
 fn tools(out: &Export, format: ExportFormat) -> Vec<Value> {
     match format {
-        ExportFormat::Gemini => out.document["functionDeclarations"]
-            .as_array()
-            .unwrap()
-            .clone(),
+        ExportFormat::Gemini | ExportFormat::GeminiJsonSchema => {
+            out.document["functionDeclarations"]
+                .as_array()
+                .unwrap()
+                .clone()
+        }
         ExportFormat::Mcp => out.document["tools"].as_array().unwrap().clone(),
         _ => out.document.as_array().unwrap().clone(),
     }
@@ -509,6 +521,41 @@ fn strict_limits_are_enforced() {
         err.to_string().contains("1001 enum values in total"),
         "{err}"
     );
+
+    let props: Map<String, Value> = (0..5001)
+        .map(|i| (format!("p{i}"), json!({"type": "boolean"})))
+        .collect();
+    let err = export_one(
+        &common::raw("broad", json!({"type": "object", "properties": props})),
+        ExportFormat::OpenAi,
+        &STRICT,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("5001 object properties in total; strict mode allows at most 5000"),
+        "{err}"
+    );
+
+    // More than 250 string values may hold at most 15,000 characters together.
+    let values: Vec<Value> = (0..251).map(|i| json!(format!("{i:0>60}"))).collect();
+    let schema =
+        json!({"type": "object", "properties": {"pick": {"type": "string", "enum": values}}});
+    let err = export_one(&common::raw("long", schema), ExportFormat::OpenAi, &STRICT).unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "15060 characters in one enum of more than 250 values; strict mode allows at most 15000"
+        ),
+        "{err}"
+    );
+    // In a document the tool goes in non-strict, with the limit as the note.
+    let doc = export(&[common::raw("long2", json!({"type": "object", "properties": {"pick": {"type": "string", "enum": (0..251).map(|i| json!(format!("{i:0>60}"))).collect::<Vec<_>>()}}}))], ExportFormat::OpenAi, &STRICT).unwrap();
+    assert_eq!(doc.notes[0].path, "strict");
+    assert!(
+        doc.notes[0].message.contains("at most 15000"),
+        "{}",
+        doc.notes[0].message
+    );
 }
 
 #[test]
@@ -594,10 +641,344 @@ fn strict_arguments_round_trip_to_the_tool_schema() {
 fn anthropic_keeps_the_input_schema_as_written() {
     for spec in common::fixtures() {
         let (tool, notes) = export_one(&spec, ExportFormat::Anthropic, &PLAIN).unwrap();
-        assert_eq!(&tool["input_schema"], spec.input_schema());
+        // Examples move to `input_examples`; everything else stays as written.
+        let mut want = spec.input_schema().clone();
+        let examples = want.as_object_mut().unwrap().shift_remove("examples");
+        assert_eq!(tool["input_schema"], want);
         assert_eq!(tool["name"], spec.name().as_str());
-        assert!(notes.is_empty());
+        assert_eq!(tool.get("strict"), None);
+        match examples {
+            Some(examples) => {
+                assert_eq!(tool["input_examples"], examples);
+                assert_eq!(notes.len(), 1, "{notes:?}");
+                assert_eq!(notes[0].message, "Moved 2 examples to `input_examples`");
+            }
+            None => assert!(notes.is_empty(), "{notes:?}"),
+        }
     }
+}
+
+/// Checks that a strict Anthropic input schema stays inside the documented subset.
+fn assert_anthropic_strict_subset(schema: &Value, tool: &str) {
+    const ALLOWED: &[&str] = &[
+        "type",
+        "description",
+        "title",
+        "enum",
+        "const",
+        "format",
+        "minItems",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "anyOf",
+        "allOf",
+        "$ref",
+        "$defs",
+        "definitions",
+    ];
+    walk_schemas(schema, "input_schema", &mut |path, m| {
+        for key in m.keys() {
+            assert!(
+                ALLOWED.contains(&key.as_str()),
+                "{tool}: {path} has {key}, outside strict tool use's subset"
+            );
+        }
+        if m.contains_key("properties") {
+            assert_eq!(m["additionalProperties"], false, "{tool}: {path} is open");
+        }
+        if let Some(n) = m.get("minItems") {
+            assert!(n == 0 || n == 1, "{tool}: {path} minItems {n}");
+        }
+    });
+}
+
+#[test]
+fn anthropic_strict_closes_objects_keeps_optional_properties_and_says_why_not() {
+    for spec in common::fixtures() {
+        let (tool, _) = export_one(&spec, ExportFormat::Anthropic, &STRICT)
+            .unwrap_or_else(|e| panic!("{}: {e}", spec.name()));
+        assert_eq!(tool["strict"], true);
+        assert_anthropic_strict_subset(&tool["input_schema"], spec.name().as_str());
+    }
+    // Optional properties stay optional (unlike OpenAI's strict mode).
+    let weather = common::fixture("get_weather");
+    let (tool, _) = export_one(&weather, ExportFormat::Anthropic, &STRICT).unwrap();
+    assert_eq!(tool["input_schema"]["required"], json!(["city"]));
+
+    let cases = [
+        (
+            json!({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}),
+            "Cannot export tool probe in Anthropic strict tool use: input_schema.properties.a uses `not`, which strict tool use does not support",
+        ),
+        (
+            json!({"type": "object", "properties": {"meta": {"type": "object"}}}),
+            "Cannot export tool probe in Anthropic strict tool use: input_schema.properties.meta is an object without declared properties (free-form)",
+        ),
+        (
+            json!({"type": "object", "properties": {"tree": {"$ref": "#/$defs/node"}},
+                   "$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}}}),
+            "Cannot export tool probe in Anthropic strict tool use: input_schema.$defs.node.properties.kids.items uses `$ref` to #/$defs/node, which refers back",
+        ),
+        (
+            json!({"type": "object", "properties": {"pick": {"enum": [{"a": 1}, "b"]}}}),
+            "Cannot export tool probe in Anthropic strict tool use: input_schema.properties.pick uses `enum`, which has arrays or objects among its values",
+        ),
+    ];
+    for (schema, message) in cases {
+        let spec = common::raw("probe", schema);
+        let err = export_one(&spec, ExportFormat::Anthropic, &STRICT).unwrap_err();
+        assert!(
+            err.to_string().starts_with(message),
+            "got: {err}\nwant: {message}"
+        );
+        // In a whole document the tool goes in without strict, with the reason as a note.
+        let doc = export(
+            std::slice::from_ref(&spec),
+            ExportFormat::Anthropic,
+            &STRICT,
+        )
+        .unwrap();
+        assert_eq!(doc.document[0].get("strict"), None);
+        assert_eq!(doc.notes[0].path, "strict");
+        assert!(
+            doc.notes[0].message.contains(message),
+            "{}",
+            doc.notes[0].message
+        );
+    }
+
+    // Value limits strict tool use lacks are dropped with a note; toolgate still enforces them.
+    let spec = common::raw(
+        "bounded",
+        json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9}}, "required": ["n"]}),
+    );
+    let (tool, notes) = export_one(&spec, ExportFormat::Anthropic, &STRICT).unwrap();
+    assert_eq!(
+        tool["input_schema"]["properties"]["n"],
+        json!({"type": "integer"})
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.path == "input_schema.properties.n.minimum"
+                && n.message.contains("toolgate still enforces it"))
+    );
+
+    // More optional parameters than strict tool use takes in a request.
+    let props: Map<String, Value> = (0..25)
+        .map(|i| (format!("p{i}"), json!({"type": "string"})))
+        .collect();
+    let spec = common::raw("many", json!({"type": "object", "properties": props}));
+    let err = export_one(&spec, ExportFormat::Anthropic, &STRICT).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Cannot export tool many in Anthropic strict tool use: the schema has 25 optional properties; strict tool use allows (across the strict tools of a request) at most 24"
+    );
+}
+
+#[test]
+fn anthropic_strict_notes_the_per_request_limits() {
+    // 21 strict tools of 2 optional properties (one a union) each: past every per-request limit.
+    let specs: Vec<_> = (0..21)
+        .map(|i| {
+            common::raw(
+                &format!("tool_{i:02}"),
+                json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": ["string", "null"]}}}),
+            )
+        })
+        .collect();
+    let out = export(&specs, ExportFormat::Anthropic, &STRICT).unwrap();
+    let limits: Vec<(&str, &str)> = out
+        .notes
+        .iter()
+        .filter(|n| n.path == "strict")
+        .map(|n| (n.tool.as_str(), n.message.as_str()))
+        .collect();
+    assert_eq!(limits.len(), 3, "{limits:?}");
+    assert_eq!(limits[0].0, "tool_12");
+    assert!(
+        limits[0].1.starts_with("With this tool the strict tools have 26 optional properties together, and Anthropic takes at most 24 in one request"),
+        "{}",
+        limits[0].1
+    );
+    assert_eq!(limits[1].0, "tool_16");
+    assert!(
+        limits[1].1.contains("17 properties with union types"),
+        "{}",
+        limits[1].1
+    );
+    assert_eq!(limits[2].0, "tool_20");
+    assert!(
+        limits[2].1.contains("21 strict tools together"),
+        "{}",
+        limits[2].1
+    );
+    // Without strict, no such notes.
+    let plain = export(&specs, ExportFormat::Anthropic, &PLAIN).unwrap();
+    assert!(plain.notes.iter().all(|n| n.path != "strict"));
+}
+
+#[test]
+fn anthropic_input_examples_come_from_the_schema_and_must_match_it() {
+    let spec = common::raw(
+        "lookup",
+        json!({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
+               "examples": [{"id": 7}, {"id": "seven"}, "not an object"]}),
+    );
+    for options in [PLAIN, STRICT] {
+        let (tool, notes) = export_one(&spec, ExportFormat::Anthropic, &options).unwrap();
+        assert_eq!(tool["input_examples"], json!([{"id": 7}]));
+        assert_eq!(tool["input_schema"].get("examples"), None);
+        let paths: Vec<&str> = notes.iter().map(|n| n.path.as_str()).collect();
+        assert!(paths.contains(&"input_schema.examples[1]"), "{paths:?}");
+        assert!(paths.contains(&"input_schema.examples[2]"), "{paths:?}");
+        assert!(
+            notes[0]
+                .message
+                .contains("the tool's input schema rejects this example")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Required strict mode
+
+#[test]
+fn require_strict_fails_listing_every_tool_and_reason() {
+    let bad_a = common::raw(
+        "bad_a",
+        json!({"type": "object", "properties": {"a": {"type": "object", "patternProperties": {"^x": {"type": "string"}}}}}),
+    );
+    let bad_b = common::raw(
+        "bad_b",
+        json!({"type": "object", "properties": {"meta": {"type": "object"}}}),
+    );
+    let good = common::fixture("get_weather");
+    let specs = vec![bad_a, good.clone(), bad_b];
+    for format in [
+        ExportFormat::OpenAi,
+        ExportFormat::OpenAiResponses,
+        ExportFormat::Anthropic,
+    ] {
+        let err = export(&specs, format, &REQUIRE_STRICT).unwrap_err();
+        assert_eq!(err.kind(), ExportErrorKind::Unsupported);
+        let ExportError::NotStrict { failures, .. } = &err else {
+            panic!("{err:?}");
+        };
+        let tools: Vec<Option<&str>> = failures.iter().map(ExportError::tool).collect();
+        assert_eq!(tools, [Some("bad_a"), Some("bad_b")], "{format}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "Cannot export to {format} with strict mode required: 2 tools cannot be strict"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  - Cannot export tool bad_a") && text.contains("patternProperties"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  - Cannot export tool bad_b") && text.contains("free-form"),
+            "{text}"
+        );
+        // Every tool that can be strict exports strict.
+        let ok = export(std::slice::from_ref(&good), format, &REQUIRE_STRICT).unwrap();
+        let tool = &ok.document[0];
+        assert_eq!(
+            tool.get("function").unwrap_or(tool)["strict"],
+            true,
+            "{format}"
+        );
+    }
+    for format in [
+        ExportFormat::Gemini,
+        ExportFormat::GeminiJsonSchema,
+        ExportFormat::Mcp,
+    ] {
+        let err = export(&specs, format, &REQUIRE_STRICT).unwrap_err();
+        assert_eq!(err, ExportError::StrictNotSupported(format));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemini with JSON Schema
+
+/// Keywords the JSON Schema variant may emit (Gemini's documented JSON Schema support).
+const GEMINI_JSON_FIELDS: &[&str] = &[
+    "$ref",
+    "$defs",
+    "type",
+    "title",
+    "description",
+    "enum",
+    "format",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "uniqueItems",
+    "anyOf",
+    "propertyOrdering",
+];
+
+#[test]
+fn gemini_json_schema_keeps_references_and_exports_output_schemas() {
+    let out = export(&common::fixtures(), ExportFormat::GeminiJsonSchema, &PLAIN).unwrap();
+    for tool in tools(&out, ExportFormat::GeminiJsonSchema) {
+        let name = tool["name"].as_str().unwrap();
+        assert_eq!(tool.get("parameters"), None, "{name}");
+        for key in ["parametersJsonSchema", "responseJsonSchema"] {
+            if let Some(schema) = tool.get(key) {
+                walk_schemas(schema, key, &mut |path, m| {
+                    for k in m.keys() {
+                        assert!(
+                            GEMINI_JSON_FIELDS.contains(&k.as_str()),
+                            "{name}: {path} has {k}"
+                        );
+                    }
+                });
+            }
+        }
+    }
+    let decls = tools(&out, ExportFormat::GeminiJsonSchema);
+    let catalog = decls
+        .iter()
+        .find(|t| t["name"] == "search_catalog")
+        .unwrap();
+    let params = &catalog["parametersJsonSchema"];
+    assert_eq!(
+        params["properties"]["min_price"],
+        json!({"$ref": "#/$defs/money"})
+    );
+    assert_eq!(params["additionalProperties"], false);
+    assert_eq!(
+        params["properties"]["cursor"]["type"],
+        json!(["string", "null"])
+    );
+    let summarize = decls
+        .iter()
+        .find(|t| t["name"] == "summarize_document")
+        .unwrap();
+    assert_eq!(
+        summarize["responseJsonSchema"]["required"],
+        json!(["summary", "word_count"])
+    );
+    assert_eq!(params["properties"]["query"]["minLength"], 1);
+    assert!(out.notes.iter().any(
+        |n| n.tool == "search_catalog" && n.path == "parametersJsonSchema.properties.sku.oneOf"
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -750,8 +1131,8 @@ fn exports_are_deterministic_and_keep_the_given_order() {
 fn bad_requests_are_refused() {
     let specs = common::fixtures();
     for format in [
-        ExportFormat::Anthropic,
         ExportFormat::Gemini,
+        ExportFormat::GeminiJsonSchema,
         ExportFormat::Mcp,
     ] {
         let err = export(&specs, format, &STRICT).unwrap_err();
@@ -783,7 +1164,7 @@ fn format_names_round_trip() {
     let err = "claude".parse::<ExportFormat>().unwrap_err();
     assert_eq!(
         err.to_string(),
-        "Unknown export format \"claude\": use one of openai, openai-responses, anthropic, gemini, mcp"
+        "Unknown export format \"claude\": use one of openai, openai-responses, anthropic, gemini, gemini-json-schema, mcp"
     );
     assert!(
         export(&[], ExportFormat::Gemini, &PLAIN).unwrap().document

@@ -1,4 +1,5 @@
-//! Snapshots of every export format (and the strict OpenAI variants) for the fixture tools:
+//! Snapshots of every export format (and the strict OpenAI and Anthropic variants) for the fixture
+//! tools:
 //! what providers and people read is reviewed as a whole.
 #![cfg(test)]
 
@@ -26,9 +27,14 @@ fn every_format_matches_its_snapshot() {
     let cases = ExportFormat::ALL.into_iter().map(|f| (f, false)).chain([
         (ExportFormat::OpenAi, true),
         (ExportFormat::OpenAiResponses, true),
+        (ExportFormat::Anthropic, true),
     ]);
     for (format, strict) in cases {
-        let mut out = export(&specs, format, &ExportOptions { strict })
+        let options = ExportOptions {
+            strict,
+            ..ExportOptions::default()
+        };
+        let mut out = export(&specs, format, &options)
             .unwrap_or_else(|e| panic!("{format} strict={strict}: {e}"));
         if format == ExportFormat::Mcp {
             redact_hashes(&mut out.document);

@@ -34,8 +34,15 @@ fn weather() -> toolgate_core::FnTool {
 async fn strict_nulls_mean_absent_and_defaults_apply() {
     let tool = weather();
     let spec = validate(&toolgate_core::Tool::definition(&tool)).unwrap();
-    let (exported, _) =
-        export_one(&spec, ExportFormat::OpenAi, &ExportOptions { strict: true }).unwrap();
+    let (exported, _) = export_one(
+        &spec,
+        ExportFormat::OpenAi,
+        &ExportOptions {
+            strict: true,
+            ..ExportOptions::default()
+        },
+    )
+    .unwrap();
     // The strict schema indeed requires every property, so the model must send the nulls.
     assert_eq!(
         exported["function"]["parameters"]["required"],

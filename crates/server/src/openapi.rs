@@ -328,8 +328,9 @@ fn document() -> Value {
             "/v1/calls/{callId}/output": { "get": op("A large output kept apart from the audit log, byte for byte", json!([call_id]), None,
                 ("200", json!({ "description": "The output as the tool returned it", "content": { "application/json": { "schema": {} } } })), &["400", "401", "404"]) },
             "/v1/export/{format}": { "get": op("Export the caller's tools for a provider", json!([
-                    path_param("format", "openai, openai-responses, anthropic, gemini or mcp", json!({ "type": "string", "enum": ["openai", "openai-responses", "anthropic", "gemini", "mcp"] })),
-                    query_param("strict", "OpenAI formats only (openai, openai-responses): strict structured-outputs schemas; true with another format is a 400", json!({ "type": "boolean" })),
+                    path_param("format", "openai, openai-responses, anthropic, gemini (OpenAPI-subset `parameters`), gemini-json-schema (`parametersJsonSchema`/`responseJsonSchema`) or mcp", json!({ "type": "string", "enum": ["openai", "openai-responses", "anthropic", "gemini", "gemini-json-schema", "mcp"] })),
+                    query_param("strict", "openai, openai-responses and anthropic only: strict schemas (OpenAI Structured Outputs, Anthropic strict tool use); a tool that cannot be strict is exported without it, with a note; true with another format is a 400", json!({ "type": "boolean" })),
+                    query_param("requireStrict", "Like strict, but a tool that cannot be strict fails the export: 422 listing every such tool and why", json!({ "type": "boolean" })),
                     query_param("tool", "Only this tool", json!({ "type": "string" }))
                 ]), None, ("200", json_body("Export", "The provider document and what had to change")), &["400", "401", "404", "422"]) },
             "/v1/events": { "get": op("Server-sent events: `definition` (created, updated, deleted, validated), `call` (a finished call) and `approval` (an approval's new status: created, decided, expired, running, executed, indeterminate — whether it changed through this server, the CLI or another instance)", json!([]), None,
@@ -549,7 +550,7 @@ fn schemas() -> Value {
         },
         "Export": {
             "type": "object", "required": ["format", "document", "notes"],
-            "properties": { "format": { "enum": ["openai", "openai-responses", "anthropic", "gemini", "mcp"] },
+            "properties": { "format": { "enum": ["openai", "openai-responses", "anthropic", "gemini", "gemini-json-schema", "mcp"] },
                 "document": {}, "notes": { "type": "array", "items": { "type": "object", "required": ["tool", "path", "message"] } } }
         },
         "Health": {

@@ -724,7 +724,14 @@ async fn per_principal_rate_limit_and_concurrency_cap() {
 #[tokio::test]
 async fn exports_every_format_and_refuses_unknown_ones() {
     let h = Harness::new(Vec::new()).await;
-    for format in ["openai", "openai-responses", "anthropic", "gemini", "mcp"] {
+    for format in [
+        "openai",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "gemini-json-schema",
+        "mcp",
+    ] {
         let r = h
             .api(
                 Method::GET,
@@ -747,6 +754,33 @@ async fn exports_every_format_and_refuses_unknown_ones() {
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/export/{format}",
+            "/v1/export/anthropic?strict=true",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json["document"][0]["strict"], true, "{}", r.text);
+    // validate_output takes any JSON value, which no strict subset expresses.
+    let r = h
+        .api(
+            Method::GET,
+            "/v1/export/{format}",
+            "/v1/export/anthropic?requireStrict=true",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    assert!(
+        r.text.contains("cannot be strict") && r.text.contains("validate_output"),
+        "{}",
+        r.text
+    );
     let r = h
         .api(
             Method::GET,

@@ -26,6 +26,10 @@ pub(super) fn routes() -> Router<Arc<Gateway>> {
 struct ExportParams {
     #[serde(default)]
     strict: bool,
+    /// Fail (422, every tool that cannot be strict listed) instead of exporting such tools
+    /// without strict mode.
+    #[serde(default)]
+    require_strict: bool,
     /// Only this tool (the caller must be able to see it).
     tool: Option<String>,
 }
@@ -57,6 +61,7 @@ async fn export(
         format,
         &ExportOptions {
             strict: params.strict,
+            require_strict: params.require_strict,
         },
     )
     .map_err(|e| match e.kind() {

@@ -10,6 +10,7 @@ const FORMATS = [
   ['openai-responses', 'OpenAI Responses'],
   ['anthropic', 'Anthropic'],
   ['gemini', 'Gemini'],
+  ['gemini-json-schema', 'Gemini (JSON Schema)'],
   ['mcp', 'MCP tools/list'],
 ];
 
