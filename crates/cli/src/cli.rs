@@ -509,6 +509,10 @@ pub struct ExportArgs {
     /// such tool and why.
     #[arg(long)]
     pub require_strict: bool,
+    /// Export only this tool (repeat for several); an unknown name is an error. Default: every
+    /// tool you can see.
+    #[arg(long, value_name = "NAME")]
+    pub tool: Vec<String>,
 }
 
 #[derive(Debug, Args)]

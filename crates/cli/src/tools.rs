@@ -362,7 +362,19 @@ fn file_text(l: &app::Loaded, extra: &[toolgate_core::Issue]) -> String {
 
 /// `tools export`.
 pub fn export(app: &App, args: &ExportArgs) -> anyhow::Result<ExitCode> {
-    let specs = all_specs(app);
+    let mut specs = all_specs(app);
+    if !args.tool.is_empty() {
+        if let Some(unknown) = args
+            .tool
+            .iter()
+            .find(|name| !specs.iter().any(|s| s.name().as_str() == name.as_str()))
+        {
+            anyhow::bail!(
+                "Tool not found: {unknown}; `toolgate tools list` shows the tools you can export"
+            );
+        }
+        specs.retain(|s| args.tool.iter().any(|name| s.name().as_str() == name));
+    }
     let format = match args.format {
         ExportFormatArg::Openai => ExportFormat::OpenAi,
         ExportFormatArg::OpenaiResponses => ExportFormat::OpenAiResponses,

@@ -914,6 +914,28 @@ fn require_strict_exits_1_listing_every_tool_and_reason() {
             "{format}: {err}"
         );
         assert!(!err.contains("get_weather"), "{format}: {err}");
+        // Narrowed with --tool to tools that can be strict, the same flag succeeds.
+        let run = sb
+            .run(&[
+                "--tools-dir",
+                "tools",
+                "tools",
+                "export",
+                "--format",
+                format,
+                "--require-strict",
+                "--tool",
+                "get_weather",
+                "--tool",
+                "calculator",
+            ])
+            .expect(0);
+        let names = run.stdout();
+        assert!(
+            names.contains("get_weather") && names.contains("calculator"),
+            "{names}"
+        );
+        assert!(!names.contains("validate_output"), "{names}");
         // Without --require-strict the same tools export, each non-strict one with a note.
         let run = sb
             .run(&[
@@ -1410,4 +1432,19 @@ fn bash_completes_commands_and_their_options_from_the_generated_script() {
     }
     let bad = sb.run(&["completions", "tcsh"]).expect(2);
     assert!(bad.stderr().contains("possible values"), "{}", bad.stderr());
+}
+
+#[test]
+fn export_of_an_unknown_tool_says_which_and_exports_nothing() {
+    let sb = Sandbox::new();
+    let run = sb
+        .run(&["tools", "export", "--format", "openai", "--tool", "nope"])
+        .expect(2);
+    assert!(run.stdout().is_empty(), "{}", run.stdout());
+    assert!(
+        run.stderr()
+            .contains("Tool not found: nope; `toolgate tools list`"),
+        "{}",
+        run.stderr()
+    );
 }
