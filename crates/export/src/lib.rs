@@ -24,12 +24,16 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod anthropic;
+pub mod anthropic_calls;
+pub mod calls;
 mod context;
 mod error;
 mod gemini;
+pub mod gemini_calls;
 mod gemini_json;
 mod mcp;
 mod openai;
+pub mod openai_calls;
 mod schema;
 
 use std::collections::HashSet;
@@ -40,6 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolgate_core::ToolSpec;
 
+pub use calls::{ArgumentsError, CallsError, CallsErrorKind, ToolCall, ToolOutcome};
 pub use error::{ExportError, ExportErrorKind};
 pub use mcp::GOVERNANCE_META_KEY;
 

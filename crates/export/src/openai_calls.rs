@@ -1,0 +1,127 @@
+//! OpenAI's side of the round trip: tool calls read out of a Chat Completions response
+//! (`choices[0].message.tool_calls`) or a Responses response (`output` items of type
+//! `function_call`), and results written back as Chat `role: "tool"` messages (with
+//! `tool_call_id`) or Responses `function_call_output` items (with `call_id`).
+//!
+//! OpenAI has no error flag on a tool result: an error is sent as the JSON text
+//! `{"error": message, "errorKind": kind}`. Arguments arrive as JSON text; text that is not a JSON
+//! object becomes that call's `validation` error, not a failure of the whole response. With a
+//! strict export (`ExportOptions::strict`) the model sends `null` for optional arguments; the
+//! pipeline's validation drops those before checking (`toolgate_core::schema::strip_optional_nulls`).
+
+use serde_json::{Value, json};
+
+use crate::calls::{CallsError, Reader, ToolCall, ToolOutcome, join, required_id, result_text};
+
+const CHAT: &str = "OpenAI Chat Completions";
+const RESPONSES: &str = "OpenAI Responses";
+
+/// The tool calls of a Chat Completions response's first choice, in the model's order (none when
+/// the model answered in text).
+pub fn parse_chat_completion(response: &Value) -> Result<Vec<ToolCall>, CallsError> {
+    let r = Reader { provider: CHAT };
+    r.object(response, "")?;
+    let Some(choices) = r.opt_array(response, "choices", "")? else {
+        return Err(r.shape("choices", "an array"));
+    };
+    let Some(choice) = choices.first() else {
+        return Err(r.shape("choices[0]", "a choice"));
+    };
+    let message = choice
+        .get("message")
+        .filter(|m| m.is_object())
+        .ok_or_else(|| r.shape("choices[0].message", "an object"))?;
+    let base = "choices[0].message";
+    let Some(items) = r.opt_array(message, "tool_calls", base)? else {
+        return Ok(Vec::new());
+    };
+    let mut calls = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("{base}.tool_calls[{i}]");
+        r.object(item, &path)?;
+        let id = r.string(item, "id", &path)?.to_owned();
+        // `custom` tools carry free text, not JSON arguments; toolgate tools are functions.
+        let kind = r.opt_string(item, "type", &path)?;
+        let function = match kind.as_deref() {
+            None | Some("function") => item
+                .get("function")
+                .filter(|f| f.is_object())
+                .ok_or_else(|| r.shape(&join(&path, "function"), "an object"))?,
+            Some(_) => item
+                .get("custom")
+                .filter(|f| f.is_object())
+                .ok_or_else(|| r.shape(&join(&path, "custom"), "an object"))?,
+        };
+        let fpath = join(
+            &path,
+            if kind.as_deref() == Some("custom") {
+                "custom"
+            } else {
+                "function"
+            },
+        );
+        let name = r.string(function, "name", &fpath)?.to_owned();
+        let text = function
+            .get("arguments")
+            .or_else(|| function.get("input"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        calls.push(ToolCall::from_json_text(Some(id), name, text));
+    }
+    Ok(calls)
+}
+
+/// The `function_call` items of a Responses response's `output`, in order (other items —
+/// messages, reasoning, built-in tool calls — are not toolgate's and are skipped).
+pub fn parse_responses(response: &Value) -> Result<Vec<ToolCall>, CallsError> {
+    let r = Reader {
+        provider: RESPONSES,
+    };
+    r.object(response, "")?;
+    let Some(output) = r.opt_array(response, "output", "")? else {
+        return Err(r.shape("output", "an array"));
+    };
+    let mut calls = Vec::new();
+    for (i, item) in output.iter().enumerate() {
+        if item.get("type").and_then(Value::as_str) != Some("function_call") {
+            continue;
+        }
+        let path = format!("output[{i}]");
+        let id = r.string(item, "call_id", &path)?.to_owned();
+        let name = r.string(item, "name", &path)?.to_owned();
+        let text = r.string(item, "arguments", &path)?;
+        calls.push(ToolCall::from_json_text(Some(id), name, text));
+    }
+    Ok(calls)
+}
+
+/// One Chat Completions `{"role": "tool", "tool_call_id", "content"}` message per outcome, in
+/// order: append them after the assistant message that made the calls.
+pub fn chat_tool_messages(outcomes: &[ToolOutcome]) -> Result<Vec<Value>, CallsError> {
+    outcomes
+        .iter()
+        .map(|o| {
+            Ok(json!({
+                "role": "tool",
+                "tool_call_id": required_id(CHAT, o)?,
+                "content": result_text(&o.result),
+            }))
+        })
+        .collect()
+}
+
+/// One Responses `{"type": "function_call_output", "call_id", "output"}` input item per
+/// outcome, in order: send them as the next request's `input` (with `previous_response_id`, or
+/// after the response's own output items).
+pub fn responses_outputs(outcomes: &[ToolOutcome]) -> Result<Vec<Value>, CallsError> {
+    outcomes
+        .iter()
+        .map(|o| {
+            Ok(json!({
+                "type": "function_call_output",
+                "call_id": required_id(RESPONSES, o)?,
+                "output": result_text(&o.result),
+            }))
+        })
+        .collect()
+}
