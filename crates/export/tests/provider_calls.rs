@@ -68,7 +68,7 @@ fn outcomes(calls: Vec<ToolCall>) -> Vec<ToolOutcome> {
                 (Some(result), Ok(_)) => result.clone(),
                 (None, Ok(_)) if call.name == "get_weather" => envelope(
                     "get_weather",
-                    json!({"error": "no tool named `get_weather`", "errorKind": "not_found", "attempts": 0}),
+                    json!({"error": "Tool not found: get_weather. List the available tools to find the right name.", "errorKind": "not_found", "attempts": 0}),
                 ),
                 (None, Ok(_)) => envelope(
                     &call.name,

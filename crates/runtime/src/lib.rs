@@ -7,7 +7,9 @@
 //! quotas, the config's rate limit, the durable approval gate (announced as an event and to the
 //! webhook), the audit stage and observer, the event hub, the network-policy HTTP client and the
 //! sandbox executor. [`Runtime::call`] runs one call in a tracked task that survives its caller;
-//! [`Runtime::drain`] lets calls in flight finish at shutdown.
+//! [`Runtime::drain`] lets calls in flight finish at shutdown. [`Runtime::run_tool_calls`] runs
+//! the tool calls of one model turn (parsed by `toolgate_export`'s per-provider parsers): reads
+//! concurrently, everything else in the model's order.
 //!
 //! The use cases: [`definitions`] (add, update, remove a custom definition), [`decide`]
 //! (approve, deny, run an approved call) and [`views`] (the typed list and show views whose JSON
@@ -30,6 +32,7 @@ mod plans;
 mod principals;
 mod running;
 pub mod servers;
+mod tool_calls;
 pub mod views;
 mod webhook;
 
