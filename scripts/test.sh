@@ -154,6 +154,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --quiet
 step "example: three ways to define a tool"
 cargo run --quiet -p toolgate-examples --example three_ways >/dev/null
 
+step "example: the provider round trip (parse a response, run its calls, answer)"
+cargo run --quiet -p toolgate-examples --example provider_round_trip >/dev/null
+
 step "example: the product context tools (factory pattern over SQLite)"
 cargo run --quiet -p toolgate-examples --example product_context >/dev/null
 

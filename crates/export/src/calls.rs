@@ -51,7 +51,25 @@ pub enum ArgumentsError {
     },
 }
 
+/// What kind of [`ArgumentsError`] a call has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ArgumentsErrorKind {
+    /// [`ArgumentsError::NotJson`].
+    NotJson,
+    /// [`ArgumentsError::NotAnObject`].
+    NotAnObject,
+}
+
 impl ArgumentsError {
+    /// The kind of error.
+    pub fn kind(&self) -> ArgumentsErrorKind {
+        match self {
+            Self::NotJson { .. } => ArgumentsErrorKind::NotJson,
+            Self::NotAnObject { .. } => ArgumentsErrorKind::NotAnObject,
+        }
+    }
+
     /// The arguments as sent, kept as the error result's `input`.
     pub fn raw(&self) -> Value {
         match self {

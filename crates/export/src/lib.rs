@@ -6,6 +6,12 @@
 //! reported as [`ExportNote`]s; what it cannot express at all is an [`ExportError`] that names the
 //! tool, the place in its schema and the reason.
 //!
+//! The way back lives beside each exporter: [`openai_calls`], [`anthropic_calls`] and
+//! [`gemini_calls`] read a response's tool calls into provider-neutral [`ToolCall`]s (parallel
+//! calls in order, a call with broken arguments kept as that call's [`ArgumentsError`]) and write
+//! [`ToolOutcome`]s back in the provider's tool-result shape. Running the calls is the runtime's
+//! (`toolgate_runtime::Runtime::run_tool_calls`): this crate stays pure.
+//!
 //! ```
 //! use toolgate_core::{ParamType, Parameter, ToolBuilder, validate};
 //! use toolgate_export::{ExportFormat, ExportOptions, export};
@@ -44,7 +50,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolgate_core::ToolSpec;
 
-pub use calls::{ArgumentsError, CallsError, CallsErrorKind, ToolCall, ToolOutcome};
+pub use calls::{
+    ArgumentsError, ArgumentsErrorKind, CallsError, CallsErrorKind, ToolCall, ToolOutcome,
+};
 pub use error::{ExportError, ExportErrorKind};
 pub use mcp::GOVERNANCE_META_KEY;
 

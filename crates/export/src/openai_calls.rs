@@ -40,26 +40,17 @@ pub fn parse_chat_completion(response: &Value) -> Result<Vec<ToolCall>, CallsErr
         let path = format!("{base}.tool_calls[{i}]");
         r.object(item, &path)?;
         let id = r.string(item, "id", &path)?.to_owned();
-        // `custom` tools carry free text, not JSON arguments; toolgate tools are functions.
-        let kind = r.opt_string(item, "type", &path)?;
-        let function = match kind.as_deref() {
-            None | Some("function") => item
-                .get("function")
-                .filter(|f| f.is_object())
-                .ok_or_else(|| r.shape(&join(&path, "function"), "an object"))?,
-            Some(_) => item
-                .get("custom")
-                .filter(|f| f.is_object())
-                .ok_or_else(|| r.shape(&join(&path, "custom"), "an object"))?,
+        // A `custom` tool's call carries free text as `input`: toolgate exports functions only,
+        // so such a call gets its arguments error (not JSON) rather than failing the batch.
+        let field = match r.opt_string(item, "type", &path)?.as_deref() {
+            Some("custom") => "custom",
+            _ => "function",
         };
-        let fpath = join(
-            &path,
-            if kind.as_deref() == Some("custom") {
-                "custom"
-            } else {
-                "function"
-            },
-        );
+        let fpath = join(&path, field);
+        let function = item
+            .get(field)
+            .filter(|f| f.is_object())
+            .ok_or_else(|| r.shape(&fpath, "an object"))?;
         let name = r.string(function, "name", &fpath)?.to_owned();
         let text = function
             .get("arguments")

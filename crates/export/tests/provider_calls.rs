@@ -183,6 +183,10 @@ fn a_text_answer_has_no_calls() {
 #[test]
 fn arguments_that_are_not_an_object_or_absent() {
     let call = ToolCall::from_json_text(Some("c".into()), "calculator".into(), "[1, 2]");
+    assert_eq!(
+        call.arguments.as_ref().unwrap_err().kind(),
+        toolgate_export::ArgumentsErrorKind::NotAnObject
+    );
     let refused = call.request().unwrap_err();
     assert_eq!(
         refused.error_kind(),
