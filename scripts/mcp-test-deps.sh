@@ -10,10 +10,6 @@
 #   a 0700 home (pyenv's under /root) cannot run at `standard` or `strict`. TOOLGATE_TEST_PYTHON
 #   is its python, which runs crates/gateway/tests/fixtures/py_server.py. (The interop suite
 #   keeps its own venv, target/interop-venv.)
-# - Python: the official provider SDKs (openai, anthropic, google-genai) pinned in
-#   tests/providers/requirements.txt, in .test-deps/provider-venv; TOOLGATE_TEST_PROVIDER_PYTHON is
-#   its python, which runs tests/providers/check_types.py for the provider round trip's tests
-#   (crates/runtime/tests/tool_calls.rs).
 # Needs Node.js 18 or later and python3 with venv. Leaves the caller's working directory as it was.
 mcp_test_deps() {
   local repo npm_dir lock_sum stamp
@@ -42,8 +38,6 @@ mcp_test_deps() {
   fi
   (cd "$repo" && PINNED_VENV_PYTHON="$base_python" pinned_venv .test-deps/mcp-venv tests/interop/requirements.txt mcp) || return 1
   export TOOLGATE_TEST_PYTHON="$repo/.test-deps/mcp-venv/bin/python"
-  (cd "$repo" && pinned_venv .test-deps/provider-venv tests/providers/requirements.txt openai anthropic google.genai) || return 1
-  export TOOLGATE_TEST_PROVIDER_PYTHON="$repo/.test-deps/provider-venv/bin/python"
   # The sandbox's user must be able to walk to the fixtures: say so when it cannot.
   if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 \
     && ! setpriv --reuid=nobody --regid=nogroup --clear-groups test -r "$repo/crates/gateway/tests/fixtures/py_server.py" 2>/dev/null; then

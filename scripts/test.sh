@@ -50,7 +50,7 @@ case "${1:-}" in
     cargo clippy --workspace --all-targets -- -D warnings
     # CI=true turns a missing PostgreSQL into a failure; this tier skips it instead.
     step "tests without PostgreSQL, Chromium, Node or Python (cargo nextest --profile quick)"
-    env -u CI TOOLGATE_TEST_NPM_DIR= TOOLGATE_TEST_PYTHON= TOOLGATE_TEST_PROVIDER_PYTHON= \
+    env -u CI TOOLGATE_TEST_NPM_DIR= TOOLGATE_TEST_PYTHON= \
       cargo nextest run --workspace --no-fail-fast --profile quick
     echo
     echo "Quick checks passed (the full tier, scripts/test.sh, is what CI runs)."
@@ -105,10 +105,8 @@ step "cargo package --workspace (crates.io metadata; publishable in dependency o
 cargo package --workspace --locked --no-verify --allow-dirty --quiet
 
 # The gateway's tests run real MCP servers: the official everything and filesystem servers
-# (npm, pinned in tests/mcp-servers/) and a Python server on the official `mcp` SDK; the provider
-# round trip's tests check their answers with the official provider SDKs (tests/providers/).
-# Exports TOOLGATE_TEST_NPM_DIR, TOOLGATE_TEST_PYTHON and TOOLGATE_TEST_PROVIDER_PYTHON; with
-# CI=true a test finding them missing fails.
+# (npm, pinned in tests/mcp-servers/) and a Python server on the official `mcp` SDK. Exports
+# TOOLGATE_TEST_NPM_DIR and TOOLGATE_TEST_PYTHON; with CI=true a test finding them missing fails.
 step "MCP servers for the gateway's tests (npm: .test-deps/npm; Python: .test-deps/mcp-venv)"
 # shellcheck source=scripts/mcp-test-deps.sh
 source scripts/mcp-test-deps.sh
@@ -132,7 +130,7 @@ bash scripts/conformance.sh --through-gateway
 step "interop with the official Python MCP SDK (stdio and Streamable HTTP)"
 bash scripts/interop.sh
 
-step "exports against the official provider SDKs' types (openai, anthropic, google-genai)"
+step "exports and round-trip answers against the official provider SDKs' types (openai, anthropic, google-genai)"
 bash scripts/export-sdk.sh
 
 step "REST contract: schemathesis --checks all, local mode and with principals"

@@ -1,21 +1,21 @@
-"""Checks toolgate's provider round trip against the official Python SDKs' own types.
+"""Checks the provider round trip's answers against the official Python SDKs' own types.
 
-Reads one JSON document on stdin: {"provider": P, "response": R, "results": X}, where R is the
-recorded provider response the tool calls were read from and X what toolgate formatted as the
-answer. Both must validate as the SDK's types:
+For each provider, the recorded response the tool calls were read from
+(crates/export/tests/provider-responses/) and every snapshot of toolgate's answer to it — the
+runtime's end to end (crates/runtime/tests/snapshots/tool_calls__*.snap) and the formatter's
+(crates/export/tests/snapshots/provider_calls__*_results.snap) — must validate as the SDK's types,
+the answer pairing every call in the model's order:
 
-- openai-chat: R as `ChatCompletion`; the conversation [assistant message of R] + X as a list of
-  `ChatCompletionMessageParam`, each of X a `ChatCompletionToolMessageParam`;
-- openai-responses: R as `Response`; each of X a `FunctionCallOutput` input item, whose call_ids
-  are the function calls' of R;
-- anthropic: R as `Message`; [R as an assistant `MessageParam`, X] as `MessageParam`s, X's blocks
-  `ToolResultBlockParam`s answering every tool_use of R;
-- gemini: R as `GenerateContentResponse`; X as a `Content` (extra fields are refused by the SDK).
+- openai-chat: the response as `ChatCompletion`; [its assistant message] + the answer as a list
+  of `ChatCompletionMessageParam`, each of the answer a `ChatCompletionToolMessageParam`;
+- openai-responses: the response as `Response`; each item a `FunctionCallOutput` input item;
+- anthropic: the response as `Message`; [it as an assistant message, the answer] as
+  `MessageParam`s, the answer a `UserMessageParam` of `ToolResultBlockParam`s;
+- gemini: the response as `GenerateContentResponse`; the answer as a `Content` (the SDK refuses
+  extra fields), `functionResponse` parts with the calls' names and ids.
 
-A TypedDict accepts keys it does not know, so keys are also checked against the type's own.
-Exits 0 and prints "ok" when everything validates, else prints what failed and exits 1.
-Run by crates/runtime/tests/tool_calls.rs with the venv scripts/test.sh makes
-(.test-deps/provider-venv, tests/providers/requirements.txt).
+A TypedDict accepts keys it does not declare, so keys are also checked against the type's own.
+Run by scripts/export-sdk.sh with the pinned SDKs of tests/export-sdk/requirements.txt.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import sys
 from typing import Any, get_type_hints
 
 from pydantic import TypeAdapter
+
+from check_exports import ROOT, snapshot_json
 
 
 def known_keys(item: dict[str, Any], typed_dict: Any, where: str) -> None:
@@ -114,14 +116,38 @@ CHECKS = {
 }
 
 
+RESPONSES = {
+    "openai-chat": "openai-chat.json",
+    "openai-responses": "openai-responses.json",
+    "anthropic": "anthropic-messages.json",
+    "gemini": "gemini-generate-content.json",
+}
+SNAPSHOTS = {
+    "openai-chat": ("openai_chat", "openai_chat_results"),
+    "openai-responses": ("openai_responses", "openai_responses_results"),
+    "anthropic": ("anthropic", "anthropic_results"),
+    "gemini": ("gemini", "gemini_results"),
+}
+
+
 def main() -> int:
-    doc = json.load(sys.stdin)
-    try:
-        CHECKS[doc["provider"]](doc["response"], doc["results"])
-    except Exception as e:  # noqa: BLE001 - every failure is reported the same way
-        print(f"{doc['provider']}: {type(e).__name__}: {e}")
-        return 1
-    print("ok")
+    checked = 0
+    for provider, check in CHECKS.items():
+        response = json.loads((ROOT / "crates/export/tests/provider-responses" / RESPONSES[provider]).read_text())
+        runtime, export = SNAPSHOTS[provider]
+        paths = [
+            ROOT / f"crates/runtime/tests/snapshots/tool_calls__{runtime}.snap",
+            ROOT / f"crates/export/tests/snapshots/provider_calls__{export}.snap",
+        ]
+        for path in paths:
+            try:
+                check(response, snapshot_json(path))
+            except Exception as e:  # noqa: BLE001 - every failure is reported the same way
+                print(f"FAIL {path.relative_to(ROOT)} ({provider}): {type(e).__name__}: {e}")
+                return 1
+            checked += 1
+            print(f"ok  {path.relative_to(ROOT)} ({provider})")
+    print(f"{checked} round-trip answers match the official SDK types")
     return 0
 
 
