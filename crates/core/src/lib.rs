@@ -36,6 +36,7 @@ mod envelope;
 mod error;
 mod format;
 pub mod limits;
+mod located;
 mod names;
 mod origin;
 pub mod pipeline;
@@ -63,6 +64,7 @@ pub use definition::{
 pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
 pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ErrorChain, ToolError, error_chain};
 pub use format::Format;
+pub use located::{ParseProblem, TextPosition, locate};
 pub use names::{
     MAX_NAME_LEN, NameProblem, Permission, PrincipalId, RESERVED_NAMES, ToolName, parse_host_port,
 };

@@ -286,8 +286,8 @@ fn document() -> Value {
                 "post": op("Create a custom tool definition (validated first; stored with version 1)", json!([]), Some(definition_body.clone()),
                     ("201", json_body("ToolDetail", "Created")), &["400", "401", "403", "409", "413", "415", "422"]),
             },
-            "/v1/tools/validate": { "post": op("Validate a definition without storing it: any JSON object is read as a definition and the verdict lists every problem", json!([]),
-                Some(json!({ "required": true, "description": "A JSON object to check as a tool definition", "content": { "application/json": { "schema": { "type": "object" } } } })),
+            "/v1/tools/validate": { "post": op("Validate a definition without storing it: any JSON object is read as a definition and the verdict lists every problem; an object with exactly `format` (toml, json or yaml) and `text` is definition text in that format, and each problem then carries its line and column", json!([]),
+                Some(json!({ "required": true, "description": "A JSON object to check as a tool definition, or {\"format\": \"toml\", \"text\": \"…\"}", "content": { "application/json": { "schema": { "type": "object" } } } })),
                 ("200", json_body("ValidationResult", "The verdict, with every problem")), &["400", "401", "413", "415"]) },
             "/v1/tools/{name}": {
                 "get": op("One tool: definition, schemas, limits", json!([name.clone()]), None, ("200", json_body("ToolDetail", "The tool")), &["401", "404"]),
@@ -378,7 +378,9 @@ fn definition_schema() -> Value {
 fn schemas() -> Value {
     let issue = json!({
         "type": "object", "required": ["path", "code", "message"],
-        "properties": { "path": { "type": "string" }, "code": { "type": "string" }, "message": { "type": "string" } }
+        "properties": { "path": { "type": "string" }, "code": { "type": "string" }, "message": { "type": "string" },
+            "line": { "type": "integer", "minimum": 1, "description": "Where the problem is in definition text sent as {format, text} (1-based)" },
+            "column": { "type": "integer", "minimum": 1 } }
     });
     let summary_props = json!({
         "name": { "type": "string" }, "title": { "type": "string" }, "description": { "type": "string" },
@@ -467,7 +469,8 @@ fn schemas() -> Value {
         "ValidationResult": {
             "type": "object", "required": ["valid", "errors", "warnings"],
             "properties": { "valid": { "type": "boolean" }, "errors": { "type": "array", "items": issue.clone() },
-                "warnings": { "type": "array", "items": issue }, "definitionHash": { "type": "string" } }
+                "warnings": { "type": "array", "items": issue }, "definitionHash": { "type": "string" },
+                "definition": { "type": "object", "description": "For definition text that parsed: the definition as JSON, ready for POST /v1/tools" } }
         },
         "History": {
             "type": "object", "required": ["name", "versions"],

@@ -258,6 +258,85 @@ async fn hidden_tools_are_reported_exactly_like_missing_ones() {
 }
 
 #[tokio::test]
+async fn validate_takes_definition_text_and_gives_each_problem_its_line() {
+    let h = Harness::new(Vec::new()).await;
+    let route = "/v1/tools/validate";
+    // Two mistakes a validation finds together, each at its line.
+    let text = "name = \"Get-Weather\"\ndescription = \"Current weather for a city.\"\n\n[constraints]\ntimeout_ms = 500\n";
+    let v = h
+        .api(
+            Method::POST,
+            route,
+            route,
+            None,
+            Some(json!({ "format": "toml", "text": text })),
+        )
+        .await;
+    assert_eq!(v.status, StatusCode::OK, "{}", v.text);
+    assert_eq!(v.json["valid"], false);
+    let errors = v.json["errors"].as_array().unwrap();
+    let line_of = |path: &str| {
+        errors
+            .iter()
+            .find(|e| e["path"] == path)
+            .map(|e| (e["line"].clone(), e["column"].clone()))
+    };
+    assert_eq!(line_of("name"), Some((json!(1), json!(1))), "{errors:?}");
+    assert_eq!(
+        line_of("constraints.timeout_ms"),
+        Some((json!(5), json!(1))),
+        "{errors:?}"
+    );
+    // Text that does not parse: the parser's line and column.
+    for (format, text, line) in [
+        (
+            "toml",
+            "name = \"x\"\ndescription = \"d\"\nefect = \"read\"\n",
+            3,
+        ),
+        ("json", "{\"name\": \"x\",\n \"description\": 5}", 2),
+        ("yaml", "name: x\ndescription: d\ncategory: nowhere\n", 3),
+    ] {
+        let v = h
+            .api(
+                Method::POST,
+                route,
+                route,
+                None,
+                Some(json!({ "format": format, "text": text })),
+            )
+            .await;
+        assert_eq!(v.status, StatusCode::OK, "{}", v.text);
+        assert_eq!(v.json["errors"][0]["code"], "parse", "{}", v.text);
+        assert_eq!(v.json["errors"][0]["line"], line, "{format}: {}", v.text);
+    }
+    // Valid text; an unknown format is a bad request.
+    let ok = "name: weather_now\ndescription: Current weather for a city. Use when asked about the weather.\n";
+    let v = h
+        .api(
+            Method::POST,
+            route,
+            route,
+            None,
+            Some(json!({ "format": "yaml", "text": ok })),
+        )
+        .await;
+    assert_eq!(v.json["valid"], true, "{}", v.text);
+    // The definition as read, ready for POST /v1/tools.
+    assert_eq!(v.json["definition"]["name"], "weather_now", "{}", v.text);
+    let v = h
+        .api(
+            Method::POST,
+            route,
+            route,
+            None,
+            Some(json!({ "format": "xml", "text": ok })),
+        )
+        .await;
+    assert_eq!(v.status, StatusCode::BAD_REQUEST, "{}", v.text);
+}
+
+#[tokio::test]
 async fn definitions_crud_with_history_and_validation_errors() {
     let h = Harness::new(Vec::new()).await;
     let route = "/v1/tools";

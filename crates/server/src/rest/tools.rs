@@ -298,7 +298,11 @@ async fn validate_tool(
 ) -> ApiResult<Json<Value>> {
     // Any JSON object gets a verdict; no body, or one that is not a JSON object, is a bad request.
     match serde_json::from_slice::<Value>(&body) {
-        Ok(Value::Object(_)) => {}
+        Ok(Value::Object(fields)) => {
+            if let Some((format, text)) = definition_text(&fields)? {
+                return Ok(Json(validate_text(&gw, &caller, format, text)));
+            }
+        }
         Ok(_) => {
             return Err(ServerError::BadRequest(
                 "The body must be a JSON object: the tool definition to validate".into(),
@@ -324,13 +328,77 @@ async fn validate_tool(
         }
         Err(e) => return Err(e),
     };
+    Ok(Json(verdict(&gw, &caller, def)))
+}
+
+/// `{"format": "toml", "text": "…"}` (exactly these two fields): definition text to check in
+/// that format. Any other object is a definition itself.
+fn definition_text(
+    fields: &serde_json::Map<String, Value>,
+) -> ApiResult<Option<(toolgate_core::Format, &str)>> {
+    let (Some(format), Some(Value::String(text)), 2) =
+        (fields.get("format"), fields.get("text"), fields.len())
+    else {
+        return Ok(None);
+    };
+    let format = format
+        .as_str()
+        .and_then(toolgate_core::Format::from_name)
+        .ok_or_else(|| {
+            ServerError::BadRequest(format!(
+                "Unknown definition format {format}; send \"format\": \"toml\", \"json\" or \"yaml\" with the text"
+            ))
+        })?;
+    Ok(Some((format, text)))
+}
+
+/// The verdict on definition text: a parse error at the parser's line and column, or the
+/// verdict on the definition (and the definition as JSON) with each problem's line and column
+/// found from its path.
+fn validate_text(
+    gw: &Gateway,
+    caller: &Caller,
+    format: toolgate_core::Format,
+    text: &str,
+) -> Value {
+    let def = match ToolDefinition::parse_located(text, format) {
+        Ok(def) => def,
+        Err(problem) => {
+            let mut issue = json!({ "path": "", "code": "parse", "message": problem.message });
+            if let Some(at) = problem.position {
+                issue["line"] = json!(at.line);
+                issue["column"] = json!(at.column);
+            }
+            return json!({ "valid": false, "errors": [issue], "warnings": [] });
+        }
+    };
+    let parsed = serde_json::to_value(&def).unwrap_or(Value::Null);
+    let mut body = verdict(gw, caller, def);
+    // The definition as read, so a client can store what it checked (POST /v1/tools takes JSON).
+    body["definition"] = parsed;
+    for list in ["errors", "warnings"] {
+        if let Some(Value::Array(issues)) = body.get_mut(list) {
+            for issue in issues {
+                let path = issue.get("path").and_then(Value::as_str).unwrap_or("");
+                if let Some(at) = toolgate_core::locate(text, path) {
+                    issue["line"] = json!(at.line);
+                    issue["column"] = json!(at.column);
+                }
+            }
+        }
+    }
+    body
+}
+
+/// The verdict on a definition as registration would give it (run kinds, plan caps).
+fn verdict(gw: &Gateway, caller: &Caller, def: ToolDefinition) -> Value {
     let replace = gw
         .registry()
         .get(&def.name)
         .is_some_and(|t| !t.is_builtin());
     let name = def.name.clone();
     let outcome = gw.registry().check(def, replace, Some(caller.plan.caps()));
-    let body = match outcome {
+    match outcome {
         Ok(spec) => {
             json!({ "valid": true, "errors": [], "warnings": spec.warnings(), "definitionHash": spec.definition_hash() })
         }
@@ -342,8 +410,7 @@ async fn validate_tool(
                 json!({ "valid": false, "errors": [{ "path": "name", "code": other.kind().as_str(), "message": other.to_string() }], "warnings": [] })
             }
         },
-    };
-    Ok(Json(body))
+    }
 }
 
 /// The caller as the runtime's definition use cases see it: grants, tier and the audit name.
