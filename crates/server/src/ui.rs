@@ -53,6 +53,7 @@ static ASSETS: &[Asset] = assets! {
     "format.js" => JS,
     "views/approvals.js" => JS,
     "views/calls.js" => JS,
+    "views/definition-text.js" => JS,
     "views/playground.js" => JS,
     "views/servers.js" => JS,
     "views/tool-detail.js" => JS,

@@ -1,16 +1,27 @@
 // The definition form (the fields of docs/tool-model.md#definition-fields): name with live
 // snake_case validation, description, category, parameters (add/remove, announced), an
 // output-schema JSON editor that validates as you type, constraints (timeout, max output,
-// isolation), requires confirmation, version. Fields the form does not show (effect, tags, run, …)
-// are kept as stored when editing. The server has the last word: a 422 puts every problem next to
-// the field it concerns.
+// isolation, side effects, retries), governance (effect, consequence, safety level, confirmation,
+// required permissions, tags, idempotent), version, and the `run` section for `http` and
+// `command` tools. Fields the form does not show (metadata, depends_on, run.pagination,
+// run.sandbox, …) are kept as stored when editing. A second mode takes the whole definition as
+// TOML, JSON or YAML text (views/definition-text.js). The server has the last word: a 422 puts
+// every problem next to the field it concerns.
 
 import * as api from '../api.js';
 import { h, replace, field, setFieldError, options, announce, toast } from '../dom.js';
-import { CATEGORIES, ISOLATIONS, PARAM_TYPES, label } from '../format.js';
+import { CATEGORIES, CONSEQUENCES, EFFECTS, ISOLATIONS, PARAM_TYPES, label } from '../format.js';
+import { definitionTextEditor } from './definition-text.js';
 
 const NAME_RE = /^[a-z][a-z0-9_]*$/;
 const RESERVED = ['execute', 'run', 'call', 'invoke'];
+const SAFETY_LEVELS = [['', 'None'], ['safe', 'safe: low consequence'], ['cautious', 'cautious: medium consequence'], ['dangerous', 'dangerous: high consequence, confirmation']];
+const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD'];
+
+/** The words of a list field: split on commas (and whitespace when `spaces`), empty ones left out. */
+export function listOf(text, spaces = true) {
+  return String(text || '').split(spaces ? /[\s,]+/ : /,/).map((x) => x.trim()).filter(Boolean);
+}
 
 /** What is wrong with a tool or parameter name, or '' if nothing. */
 export function nameProblem(value, what = 'Name') {
@@ -198,6 +209,75 @@ export async function render(page, { mode, name }, { navigate }) {
   const maxOutput = h('input', { type: 'number', inputmode: 'numeric', min: '1024', max: '104857600', step: '1', placeholder: '10485760', value: c.max_output_bytes ?? '' });
   const isolation = h('select', null, options([['', 'Default'], ...ISOLATIONS.map((i) => [i, i])], c.isolation || ''));
   const constraintsError = h('p', { class: 'field-error', id: 'constraints-error', hidden: true });
+  const sideEffects = h('input', { type: 'checkbox', id: 'f-side-effects', checked: c.allow_side_effects !== false });
+  sideEffects.setAttribute('aria-describedby', 'f-side-effects-help f-side-effects-error');
+  const retryable = h('input', { type: 'checkbox', id: 'f-retryable', checked: c.retryable !== false });
+  retryable.setAttribute('aria-describedby', 'f-retryable-help f-retryable-error');
+  const maxAttempts = h('input', { type: 'number', inputmode: 'numeric', min: '1', max: '10', step: '1', placeholder: '3', value: c.max_attempts ?? '' });
+  const idempotent = h('select', null, options([['', 'Default (yes for read tools)'], ['true', 'yes'], ['false', 'no']],
+    original.idempotent === undefined ? '' : String(original.idempotent)));
+
+  // --- governance
+  const effect = h('select', null, options(EFFECTS.map((e) => [e, label(e)]), original.effect || 'read'));
+  const consequence = h('select', null, options(CONSEQUENCES.map((x) => [x, x]), original.consequence || 'low'));
+  const safety = h('select', null, options(SAFETY_LEVELS, original.safety_level || ''));
+  const permissions = h('input', { type: 'text', value: (original.required_permissions || []).join(', '), autocomplete: 'off', spellcheck: 'false' });
+  const tags = h('input', { type: 'text', value: (original.tags || []).join(', '), autocomplete: 'off' });
+  const checkBox = (id, control, text, help) => h('div', { class: 'field field-check', dataset: { field: id } },
+    control,
+    h('label', { for: id }, text),
+    h('p', { class: 'help', id: `${id}-help` }, help),
+    h('p', { class: 'field-error', id: `${id}-error`, hidden: true }));
+  const sideEffectsField = checkBox('f-side-effects', sideEffects, 'Side effects allowed', 'Unticked, a tool that writes, deletes or acts on the world is flagged.');
+  const syncEffect = () => { sideEffectsField.hidden = effect.value === 'read'; };
+  effect.addEventListener('change', syncEffect);
+  syncEffect();
+
+  // --- run: how the tool executes
+  const r0 = original.run || {};
+  const runKind = h('select', null, options([['', 'None: listed, not callable'], ['http', 'http: an HTTP API'], ['command', 'command: a program in the sandbox'],
+    ...(r0.kind && !['http', 'command'].includes(r0.kind) ? [[r0.kind, `${r0.kind} (kept as stored)`]] : [])], r0.kind || ''));
+  const httpR = r0.kind === 'http' ? r0 : {};
+  const cmdR = r0.kind === 'command' ? r0 : {};
+  const httpMethod = h('select', null, options(HTTP_METHODS, String(httpR.method || 'GET').toUpperCase()));
+  const httpUrl = h('input', { type: 'url', value: httpR.url || '', autocomplete: 'off', spellcheck: 'false' });
+  const httpQuery = h('input', { type: 'text', value: (httpR.query || []).join(', '), autocomplete: 'off', spellcheck: 'false' });
+  const httpBody = h('input', { type: 'text', value: (httpR.body || []).join(', '), autocomplete: 'off', spellcheck: 'false' });
+  const httpHeaders = h('textarea', { rows: '3', class: 'code', spellcheck: 'false', placeholder: '{ "Authorization": "Bearer ${env:WEATHER_TOKEN}" }' });
+  httpHeaders.value = httpR.headers ? JSON.stringify(httpR.headers, null, 2) : '';
+  const httpStatus = h('input', { type: 'text', value: (httpR.expect_status || []).join(', '), autocomplete: 'off', placeholder: '200, 201' });
+  const httpResponse = h('input', { type: 'text', value: typeof httpR.response === 'object' ? JSON.stringify(httpR.response) : (httpR.response || ''), autocomplete: 'off', spellcheck: 'false', placeholder: '/data' });
+  const cmdProgram = h('input', { type: 'text', value: cmdR.program || '', autocomplete: 'off', spellcheck: 'false', placeholder: '/usr/bin/wc' });
+  const cmdArgs = h('textarea', { rows: '3', class: 'code', spellcheck: 'false', placeholder: '-l\n{path}' });
+  cmdArgs.value = (cmdR.args || []).join('\n');
+  const cmdEnv = h('input', { type: 'text', value: (cmdR.env || []).join(', '), autocomplete: 'off', spellcheck: 'false' });
+  const cmdOutput = h('select', null, options([['', 'Default (text)'], ['text', 'text'], ['json', 'json']], cmdR.output || ''));
+  const runError = h('p', { class: 'field-error', id: 'run-error', hidden: true });
+  const httpGroup = h('fieldset', { class: 'run-kind', id: 'run-http' },
+    h('legend', null, 'HTTP request'),
+    h('div', { class: 'grid-name' },
+      field({ id: 'f-http-url', label: 'URL', control: httpUrl, help: 'Absolute http(s) URL with {param} placeholders in the path, such as …/weather/{city}; scheme, host and port literal.' }),
+      field({ id: 'f-http-method', label: 'Method', control: httpMethod })),
+    h('div', { class: 'grid-3' },
+      field({ id: 'f-http-query', label: 'Query parameters', control: httpQuery, help: 'Parameter names, comma-separated.' }),
+      field({ id: 'f-http-body', label: 'Body parameters', control: httpBody, help: 'Parameter names sent as a JSON body (not with GET or HEAD).' }),
+      field({ id: 'f-http-status', label: 'Expected status codes', control: httpStatus, help: 'Comma-separated; default any 2xx.' })),
+    field({ id: 'f-http-response', label: 'Response (JSON pointer)', control: httpResponse, help: 'The part of the response to return, such as /data; empty for all of it.' }),
+    field({ id: 'f-http-headers', label: 'Headers (JSON object)', control: httpHeaders, help: 'Secrets as ${env:NAME}, read from the server\'s environment.', className: 'field field-wide' }));
+  const cmdGroup = h('fieldset', { class: 'run-kind', id: 'run-command' },
+    h('legend', null, 'Command'),
+    h('div', { class: 'grid-name' },
+      field({ id: 'f-cmd-program', label: 'Program', control: cmdProgram, help: 'An absolute path; never a shell.' }),
+      field({ id: 'f-cmd-output', label: 'Output', control: cmdOutput })),
+    h('div', { class: 'grid-name' },
+      field({ id: 'f-cmd-args', label: 'Arguments', control: cmdArgs, help: 'One per line; "{param}" alone on a line passes a parameter as one argument.' }),
+      field({ id: 'f-cmd-env', label: 'Environment variables', control: cmdEnv, help: 'Names passed through from the server, comma-separated.' })));
+  const syncRun = () => {
+    httpGroup.hidden = runKind.value !== 'http';
+    cmdGroup.hidden = runKind.value !== 'command';
+  };
+  runKind.addEventListener('change', syncRun);
+  syncRun();
 
   const confirm = h('input', { type: 'checkbox', id: 'f-confirm', checked: Boolean(original.requires_confirmation) });
   confirm.setAttribute('aria-describedby', 'f-confirm-help f-confirm-error');
@@ -207,8 +287,20 @@ export async function render(page, { mode, name }, { navigate }) {
   const submit = h('button', { type: 'submit', class: 'btn btn-primary', id: 'save' }, editing ? 'Save new version' : 'Create definition');
   const check = h('button', { type: 'button', class: 'btn', id: 'check' }, 'Check');
 
+  // --- the two ways to write a definition: this form, or TOML / JSON / YAML text
+  const textEditor = definitionTextEditor(editing ? { format: 'json', text: `${JSON.stringify(original, null, 2)}\n` } : {});
+  const modeForm = h('input', { type: 'radio', name: 'mode', id: 'mode-form', value: 'form', checked: true });
+  const modeText = h('input', { type: 'radio', name: 'mode', id: 'mode-text', value: 'text' });
+  const modeSwitch = h('fieldset', { class: 'mode-switch' },
+    h('legend', null, 'Write the definition with'),
+    h('span', { class: 'mode-option' }, modeForm, h('label', { for: 'mode-form' }, 'the form')),
+    h('span', { class: 'mode-option' }, modeText, h('label', { for: 'mode-text' }, 'TOML, JSON or YAML text')));
+  const textMode = () => modeText.checked;
+
   const form = h('form', { class: 'def-form', novalidate: true, 'aria-labelledby': 'form-title' },
     summary,
+    modeSwitch,
+    textEditor.el,
     h('section', { class: 'card' },
       h('h2', null, 'Basics'),
       h('div', { class: 'grid-name' },
@@ -239,9 +331,28 @@ export async function render(page, { mode, name }, { navigate }) {
           field({ id: 'f-timeout', label: 'Timeout (ms)', control: timeout, help: '1000–600000; default 15000.' }),
           field({ id: 'f-max-output', label: 'Max output (bytes)', control: maxOutput, help: '1 KiB–100 MiB; default 10 MiB. Larger output is truncated.' }),
           field({ id: 'f-isolation', label: 'Isolation level', control: isolation, help: 'none runs in-process; stronger levels run in a sandbox.' })),
+        h('div', { class: 'grid-3' },
+          checkBox('f-retryable', retryable, 'Retry retryable failures', 'Timeouts and unavailable upstreams are tried again, for idempotent tools only.'),
+          field({ id: 'f-max-attempts', label: 'Max attempts', control: maxAttempts, help: '1–10; default 3.' }),
+          field({ id: 'f-idempotent', label: 'Idempotent', control: idempotent, help: 'Safe to run twice; only idempotent tools are retried.' })),
+        sideEffectsField,
         constraintsError)),
     h('section', { class: 'card' },
+      h('fieldset', { class: 'run' },
+        h('legend', { class: 'h2' }, 'How it runs'),
+        field({ id: 'f-run-kind', label: 'Run kind', control: runKind, help: 'Without a run section the tool is listed and exported but a call is unavailable.' }),
+        httpGroup,
+        cmdGroup,
+        runError)),
+    h('section', { class: 'card' },
       h('h2', null, 'Governance and version'),
+      h('div', { class: 'grid-3' },
+        field({ id: 'f-effect', label: 'Effect', control: effect, help: 'What the tool does to data: read changes nothing.' }),
+        field({ id: 'f-consequence', label: 'Consequence', control: consequence, help: 'Real-world impact if it goes wrong.' }),
+        field({ id: 'f-safety', label: 'Safety level', control: safety, help: 'Shorthand; explicit consequence and confirmation win.' })),
+      h('div', { class: 'grid-name' },
+        field({ id: 'f-permissions', label: 'Required permissions', control: permissions, help: 'Comma-separated, such as tool.weather.read; the caller must hold all of them.' }),
+        field({ id: 'f-tags', label: 'Tags', control: tags, help: 'Comma-separated keywords for search.' })),
       h('div', { class: 'field field-check', dataset: { field: 'f-confirm' } },
         confirm,
         h('label', { for: 'f-confirm' }, 'Requires confirmation'),
@@ -261,6 +372,18 @@ export async function render(page, { mode, name }, { navigate }) {
       ? 'Saving stores a new version; the previous ones stay in the history.'
       : 'Define a custom tool. It is validated by the server before anything is stored.'),
     form);
+
+  const formSections = [...form.querySelectorAll(':scope > section.card')].filter((el) => el !== textEditor.el);
+  function syncMode() {
+    formSections.forEach((el) => { el.hidden = textMode(); });
+    textEditor.el.hidden = !textMode();
+  }
+  modeForm.addEventListener('change', syncMode);
+  modeText.addEventListener('change', () => {
+    syncMode();
+    textEditor.check();
+  });
+  syncMode();
 
   if (!rawInputSchema) (original.parameters || []).forEach((p) => addParam(p));
   renumber();
@@ -304,12 +427,73 @@ export async function render(page, { mode, name }, { navigate }) {
     setNumber(cons, 'timeout_ms', timeout.value);
     setNumber(cons, 'max_output_bytes', maxOutput.value);
     if (isolation.value) cons.isolation = isolation.value; else delete cons.isolation;
+    if (!retryable.checked) cons.retryable = false;
+    else if (original.constraints?.retryable !== undefined) cons.retryable = true;
+    else delete cons.retryable;
+    setNumber(cons, 'max_attempts', maxAttempts.value);
+    if (effect.value !== 'read' && !sideEffects.checked) cons.allow_side_effects = false;
+    else if (effect.value !== 'read' && original.constraints?.allow_side_effects !== undefined) cons.allow_side_effects = true;
+    else if (effect.value !== 'read') delete cons.allow_side_effects;
     if (Object.keys(cons).length) def.constraints = cons; else delete def.constraints;
     if (confirm.checked || original.requires_confirmation !== undefined) def.requires_confirmation = confirm.checked;
     else delete def.requires_confirmation;
+    setChoice(def, 'effect', effect.value, 'read', original);
+    setChoice(def, 'consequence', consequence.value, 'low', original);
+    if (safety.value) def.safety_level = safety.value; else delete def.safety_level;
+    const perms = listOf(permissions.value);
+    if (perms.length) def.required_permissions = perms; else delete def.required_permissions;
+    const tagList = listOf(tags.value, false);
+    if (tagList.length) def.tags = tagList; else delete def.tags;
+    if (idempotent.value) def.idempotent = idempotent.value === 'true'; else delete def.idempotent;
+    collectRun(def, problems);
     const v = version.value.trim();
     if (v) def.version = v; else delete def.version;
     return { def, problems };
+  }
+
+  function collectRun(def, problems) {
+    const kind = runKind.value;
+    if (!kind) {
+      delete def.run;
+      return;
+    }
+    if (kind !== 'http' && kind !== 'command') return; // another kind: kept as stored
+    const run = r0.kind === kind ? { ...r0 } : { kind };
+    const put = (key, value) => {
+      if (value === undefined || value === '' || (Array.isArray(value) && !value.length)) delete run[key];
+      else run[key] = value;
+    };
+    if (kind === 'http') {
+      put('method', httpMethod.value === 'GET' && !r0.method ? undefined : httpMethod.value);
+      put('url', httpUrl.value.trim());
+      put('query', listOf(httpQuery.value));
+      put('body', listOf(httpBody.value));
+      const codes = listOf(httpStatus.value).map((x) => (/^\d+$/.test(x) ? Number(x) : x));
+      put('expect_status', codes);
+      const resp = httpResponse.value.trim();
+      if (resp.startsWith('{')) {
+        try {
+          put('response', JSON.parse(resp));
+        } catch (e) {
+          problems.push({ id: 'f-http-response', message: `The response mapping is not a JSON object: ${e.message}` });
+        }
+      } else {
+        put('response', resp);
+      }
+      if (httpHeaders.value.trim()) {
+        const r = parseJson(httpHeaders.value);
+        if (r.error) problems.push({ id: 'f-http-headers', message: r.error.replace('A schema', 'Headers') });
+        else put('headers', r.value);
+      } else {
+        delete run.headers;
+      }
+    } else {
+      put('program', cmdProgram.value.trim());
+      put('args', cmdArgs.value.split('\n').map((x) => x.trim()).filter(Boolean));
+      put('env', listOf(cmdEnv.value));
+      put('output', cmdOutput.value);
+    }
+    def.run = run;
   }
 
   function fieldFor(path) {
@@ -333,6 +517,20 @@ export async function render(page, { mode, name }, { navigate }) {
     if (path.startsWith('constraints')) return 'constraints-error';
     if (path === 'requires_confirmation') return 'f-confirm';
     if (path === 'version') return 'f-version';
+    const simple = {
+      effect: 'f-effect', consequence: 'f-consequence', safety_level: 'f-safety', idempotent: 'f-idempotent',
+      'constraints.retryable': 'f-retryable', 'constraints.max_attempts': 'f-max-attempts',
+      'constraints.allow_side_effects': 'f-side-effects', 'run.kind': 'f-run-kind', 'run.method': 'f-http-method',
+      'run.expect_status': 'f-http-status', 'run.output': 'f-cmd-output',
+    };
+    if (simple[path]) return simple[path];
+    if (path.startsWith('required_permissions')) return 'f-permissions';
+    if (path.startsWith('tags')) return 'f-tags';
+    const prefixes = [['run.url', 'f-http-url'], ['run.query', 'f-http-query'], ['run.body', 'f-http-body'],
+      ['run.header', 'f-http-headers'], ['run.response', 'f-http-response'], ['run.pointer', 'f-http-response'],
+      ['run.program', 'f-cmd-program'], ['run.args', 'f-cmd-args'], ['run.env', 'f-cmd-env']];
+    for (const [prefix, id] of prefixes) if (path.startsWith(prefix)) return id;
+    if (path === 'run' || path.startsWith('run.')) return 'run-error';
     return null;
   }
 
@@ -394,8 +592,43 @@ export async function render(page, { mode, name }, { navigate }) {
     if (el) el.focus();
   }
 
+  /** The text editor's verdict as summary entries (each links to the text area). */
+  function textItems(issues) {
+    return issues.map((e) => ({
+      id: 't-text',
+      message: `${e.line ? `Line ${e.line}, column ${e.column || 1}: ` : ''}${e.path ? `${e.path}: ` : ''}${e.message}`,
+    }));
+  }
+
+  /** Checks the text; returns the definition it holds, or null after showing its problems. */
+  async function checkedText() {
+    const v = await textEditor.check();
+    if (!v) {
+      showSummary([{ id: 't-text', message: 'Paste or type a definition first.' }]);
+      return null;
+    }
+    if (!v.valid) {
+      showSummary(textItems(v.errors), v.warnings || []);
+      return null;
+    }
+    if (editing && v.definition?.name !== original.name) {
+      showSummary([{ id: 't-text', message: `The name must stay ${original.name}; create a new definition to rename.` }]);
+      return null;
+    }
+    return v;
+  }
+
   async function validateOnly() {
     clearErrors();
+    if (textMode()) {
+      const v = await checkedText();
+      if (v) {
+        showSummary([], v.warnings || [], 'The server accepts this definition');
+        announce(`The definition is valid${v.warnings?.length ? ` with ${v.warnings.length} warnings` : ''}`);
+      }
+      summary.focus();
+      return;
+    }
     const { def, problems } = collect();
     if (problems.length) {
       showSummary(showProblems(problems));
@@ -422,12 +655,25 @@ export async function render(page, { mode, name }, { navigate }) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearErrors();
+    if (textMode()) {
+      const v = await checkedText();
+      if (!v) {
+        summary.focus();
+        return;
+      }
+      await save(v.definition);
+      return;
+    }
     const { def, problems } = collect();
     if (problems.length) {
       showSummary(showProblems(problems));
       summary.focus();
       return;
     }
+    await save(def);
+  });
+
+  async function save(def) {
     submit.disabled = true;
     submit.setAttribute('aria-busy', 'true');
     try {
@@ -439,7 +685,7 @@ export async function render(page, { mode, name }, { navigate }) {
       navigate(`#/tools/${def.name}`);
     } catch (e) {
       if (e.problems?.length) {
-        showSummary(showProblems(e.problems), e.warnings);
+        showSummary(textMode() ? textItems(e.problems) : showProblems(e.problems), e.warnings);
       } else {
         const id = e.status === 409 ? 'f-name' : null;
         if (id) setFieldError(id, e.message);
@@ -450,8 +696,14 @@ export async function render(page, { mode, name }, { navigate }) {
       submit.disabled = false;
       submit.removeAttribute('aria-busy');
     }
-  });
+  }
   return null;
+}
+
+/** Sets an enum field, leaving it out when it is the default and the stored definition had none. */
+function setChoice(def, key, value, fallback, original) {
+  if (value !== fallback || original[key] !== undefined) def[key] = value;
+  else delete def[key];
 }
 
 function setNumber(obj, key, raw) {
