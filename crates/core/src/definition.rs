@@ -107,6 +107,21 @@ pub enum Isolation {
     Restricted,
 }
 
+/// Whether an MCP client may run a call to the tool as a task (`docs/tool-model.md#tasks`;
+/// MCP's `execution.taskSupport`): answered at once with a task handle, the result read later
+/// with `tasks/get`. The default is `optional` for a tool that requires confirmation (its call
+/// waits for a person's yes) and `forbidden` for every other tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSupport {
+    /// Calls are always answered directly.
+    Forbidden,
+    /// A client that speaks the MCP tasks extension gets a task; others a direct answer.
+    Optional,
+    /// Only a client that speaks the MCP tasks extension may call the tool.
+    Required,
+}
+
 /// JSON type of a typed parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -348,6 +363,14 @@ pub struct ToolDefinition {
         skip_serializing_if = "Option::is_none"
     )]
     pub safety_level: Option<SafetyLevel>,
+    /// Whether MCP clients may run its calls as tasks (default: `optional` when it requires
+    /// confirmation, otherwise `forbidden`).
+    #[serde(
+        default,
+        alias = "taskSupport",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tasks: Option<TaskSupport>,
     /// Typed parameters, compiled to one object schema (not with `input_schema`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<Parameter>,
@@ -410,6 +433,7 @@ impl ToolDefinition {
             consequence: None,
             requires_confirmation: None,
             safety_level: None,
+            tasks: None,
             parameters: Vec::new(),
             required: Vec::new(),
             input_schema: None,
@@ -462,6 +486,7 @@ wire_names! {
     Effect { Read => "read", Write => "write", Delete => "delete", SideEffect => "side_effect" }
     Consequence { Low => "low", Medium => "medium", High => "high" }
     SafetyLevel { Safe => "safe", Cautious => "cautious", Dangerous => "dangerous" }
+    TaskSupport { Forbidden => "forbidden", Optional => "optional", Required => "required" }
     Isolation { None => "none", Standard => "standard", Strict => "strict", Restricted => "restricted" }
 }
 

@@ -59,7 +59,7 @@ pub use context::{
 };
 pub use definition::{
     Category, Consequence, Constraints, Effect, Isolation, ParamType, Parameter, RUN_KINDS,
-    RunSpec, SafetyLevel, ToolDefinition,
+    RunSpec, SafetyLevel, TaskSupport, ToolDefinition,
 };
 pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
 pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ErrorChain, ToolError, error_chain};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::definition::{Category, Consequence, Effect, Isolation, ToolDefinition};
+use crate::definition::{Category, Consequence, Effect, Isolation, TaskSupport, ToolDefinition};
 use crate::limits::*;
 use crate::names::{Permission, ToolName};
 use crate::schema;
@@ -27,6 +27,8 @@ pub struct Resolved {
     pub requires_confirmation: bool,
     /// Whether failures may be retried.
     pub idempotent: bool,
+    /// Whether MCP clients may run its calls as tasks.
+    pub tasks: TaskSupport,
 }
 
 impl Resolved {
@@ -38,12 +40,18 @@ impl Resolved {
             .map(|l| l.expand())
             .unwrap_or((Consequence::Low, false));
         let effect = def.effect.unwrap_or_default();
+        let requires_confirmation = def.requires_confirmation.unwrap_or(level_confirm);
         Self {
             category: def.category.unwrap_or_default(),
             effect,
             consequence: def.consequence.unwrap_or(level_consequence),
-            requires_confirmation: def.requires_confirmation.unwrap_or(level_confirm),
+            requires_confirmation,
             idempotent: def.idempotent.unwrap_or(effect == Effect::Read),
+            tasks: def.tasks.unwrap_or(if requires_confirmation {
+                TaskSupport::Optional
+            } else {
+                TaskSupport::Forbidden
+            }),
         }
     }
 }
@@ -172,6 +180,11 @@ impl ToolSpec {
     /// Whether each call needs an explicit yes.
     pub fn requires_confirmation(&self) -> bool {
         self.0.resolved.requires_confirmation
+    }
+
+    /// Whether MCP clients may run its calls as tasks (declared, or the default).
+    pub fn task_support(&self) -> TaskSupport {
+        self.0.resolved.tasks
     }
 
     /// Whether automatic retries are safe.

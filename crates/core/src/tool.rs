@@ -128,6 +128,14 @@ impl ToolBuilder {
         self
     }
 
+    /// Whether MCP clients may run its calls as tasks (default: `optional` when it requires
+    /// confirmation, otherwise `forbidden`).
+    #[must_use]
+    pub fn tasks(mut self, support: crate::TaskSupport) -> Self {
+        self.def.tasks = Some(support);
+        self
+    }
+
     /// Adds a typed parameter.
     #[must_use]
     pub fn param(mut self, parameter: Parameter) -> Self {

@@ -11,8 +11,8 @@ use toolgate_core::schema::{
 };
 use toolgate_core::{
     Category, Consequence, Constraints, CoreError, CoreErrorKind, Effect, Format, Isolation,
-    Limits, ParamType, Parameter, Resolved, RunSpec, SafetyLevel, ToolDefinition, validate,
-    write_canonical,
+    Limits, ParamType, Parameter, Resolved, RunSpec, SafetyLevel, TaskSupport, ToolDefinition,
+    validate, write_canonical,
 };
 
 const FORMATS: [Format; 3] = [Format::Toml, Format::Json, Format::Yaml];
@@ -37,6 +37,7 @@ fn every_field() -> ToolDefinition {
         consequence: Some(Consequence::Medium),
         requires_confirmation: Some(true),
         safety_level: Some(SafetyLevel::Cautious),
+        tasks: Some(TaskSupport::Optional),
         parameters: vec![
             Parameter {
                 name: "city".into(),
@@ -363,6 +364,11 @@ fn resolved_values_reach_the_spec() {
     assert!(spec.requires_confirmation());
     assert!(!spec.idempotent());
     assert_eq!(spec.resolved(), &Resolved::of(&d));
+    assert_eq!(
+        spec.task_support(),
+        TaskSupport::Optional,
+        "confirmation → optional"
+    );
     // The definition is kept exactly as written.
     assert_eq!(spec.definition(), &d);
     assert_eq!(spec.definition().consequence, None);
@@ -1172,4 +1178,32 @@ fn write_json_string_escapes_exactly_like_serde_json() {
         toolgate_core::write_json_string(&s, &mut out);
         assert_eq!(out, serde_json::to_string(&s).unwrap());
     }
+}
+
+#[test]
+fn task_support_defaults_follow_confirmation_and_a_declaration_wins() {
+    let mut d = ToolDefinition::new("report", "Builds a report. Use when asked for one.");
+    assert_eq!(validate(&d).unwrap().task_support(), TaskSupport::Forbidden);
+    d.requires_confirmation = Some(true);
+    assert_eq!(validate(&d).unwrap().task_support(), TaskSupport::Optional);
+    d.tasks = Some(TaskSupport::Forbidden);
+    assert_eq!(validate(&d).unwrap().task_support(), TaskSupport::Forbidden);
+    d.requires_confirmation = None;
+    d.tasks = Some(TaskSupport::Required);
+    assert_eq!(validate(&d).unwrap().task_support(), TaskSupport::Required);
+    // Written as in files, either spelling.
+    let toml: ToolDefinition =
+        toml::from_str("name = \"report\"\ndescription = \"d\"\ntasks = \"optional\"\n").unwrap();
+    assert_eq!(toml.tasks, Some(TaskSupport::Optional));
+    let json: ToolDefinition = serde_json::from_value(
+        json!({"name": "report", "description": "d", "taskSupport": "required"}),
+    )
+    .unwrap();
+    assert_eq!(json.tasks, Some(TaskSupport::Required));
+    assert!(
+        serde_json::from_value::<ToolDefinition>(
+            json!({"name": "r", "description": "d", "tasks": "always"})
+        )
+        .is_err()
+    );
 }

@@ -47,6 +47,7 @@ pub(crate) fn export_tool(spec: &ToolSpec) -> (Value, Vec<ExportNote>) {
                 "effect": spec.effect(),
                 "consequence": spec.consequence(),
                 "requiresConfirmation": spec.requires_confirmation(),
+                "taskSupport": spec.task_support(),
                 "definitionHash": spec.definition_hash(),
             }
         }),

@@ -14,6 +14,7 @@ mod mcp;
 mod mcp_input;
 mod mcp_session_owner;
 mod mcp_sessions;
+mod mcp_task_runs;
 mod mcp_tasks;
 mod metrics;
 mod openapi;
@@ -200,6 +201,8 @@ pub struct Gateway {
     mcp_sessions: std::sync::OnceLock<mcp_sessions::BoundedSessions>,
     /// MCP 2026-07-28 confirmations waiting for the client's second round.
     confirmations: mcp_input::PendingConfirmations,
+    /// MCP tasks of calls running in the background here (`mcp_task_runs`).
+    task_runs: mcp_task_runs::TaskRuns,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -225,6 +228,7 @@ impl Gateway {
             list_changed: Arc::new(mcp_sessions::ListChanged::default()),
             mcp_sessions: std::sync::OnceLock::new(),
             confirmations: mcp_input::PendingConfirmations::default(),
+            task_runs: mcp_task_runs::TaskRuns::default(),
         }))
     }
 

@@ -429,14 +429,29 @@ impl ServerHandler for McpHandler {
         if !caller.sees(&name) || !known() {
             return Err(unknown_tool(&name));
         }
-        // Tasks hook: a call that will wait for an approval is answered with a task (see
-        // `mcp_tasks`); its approval is then always the durable one, never elicitation.
-        let as_task = self
-            .gw
-            .registry()
-            .get(&name)
-            .is_some_and(|tool| crate::mcp_tasks::wanted(tool.spec(), &context));
+        // Tasks hook (see `mcp_tasks`): a call to a tool that supports tasks, from a client
+        // that declared the extension, is answered with a task. One that will wait for an
+        // approval waits as the durable one (never elicitation); any other runs in the
+        // background (`mcp_task_runs`).
+        let (as_task, confirms) = match self.gw.registry().get(&name) {
+            Some(tool) => (
+                crate::mcp_tasks::wanted(tool.spec(), &context)?,
+                tool.spec().requires_confirmation(),
+            ),
+            None => (false, false),
+        };
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
+        if as_task && !confirms {
+            let mut call = CallRequest::new(name, arguments);
+            if let Some(info) = context.peer.peer_info() {
+                call = call.origin(toolgate_core::CallOrigin::mcp(
+                    &info.client_info.name,
+                    &info.client_info.version,
+                ));
+            }
+            let task = crate::mcp_task_runs::start(&self.gw, &caller, call)?;
+            return Ok(CallToolResponse::Task(task));
+        }
         let peer = context.peer.clone();
         let version = context.protocol_version();
         let old_revision = is_2025_03_26(version.as_ref());

@@ -13,13 +13,13 @@
 //! `expired`, `indeterminate` → `failed` with an error naming what happened.
 
 use rmcp::model::{
-    CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, JsonObject, MetaObject,
-    ProtocolVersion, Task, TaskPayload, TaskStatus,
+    ClientCapabilities, CreateTaskResult, DetailedTask, ErrorCode, GetTaskResult, InputRequests,
+    JsonObject, MetaObject, ProtocolVersion, TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Map, Value, json};
-use toolgate_core::{CallId, ErrorKind, ToolResult, ToolSpec};
+use toolgate_core::{CallId, ErrorKind, TaskSupport, ToolResult, ToolSpec};
 use toolgate_store::{Approval, ApprovalStatus};
 
 use crate::Gateway;
@@ -29,24 +29,43 @@ use crate::auth::Caller;
 pub(crate) const TASK_META_KEY: &str = "dev.toolgate/approval";
 
 /// How often a client should poll `tasks/get`, in milliseconds.
-const POLL_INTERVAL_MS: u64 = 1000;
+pub(crate) const POLL_INTERVAL_MS: u64 = 1000;
 
 /// The decision reason that marks an approval its own caller withdrew with `tasks/cancel`.
 const WITHDRAWN: &str = "withdrawn by its caller (MCP tasks/cancel)";
 
-/// Whether a call to `spec` from this request becomes a task: the client declared the tasks
-/// extension (in the request's `_meta` under 2026-07-28, at `initialize` from 2025-06-18 on) and
-/// the tool supports tasks — every tool that requires confirmation does.
-pub(crate) fn wanted(spec: &ToolSpec, context: &RequestContext<RoleServer>) -> bool {
+/// Whether a call to `spec` from this request becomes a task: the tool supports tasks (its
+/// `tasks` field; a tool that requires confirmation does unless it says `forbidden`) and the
+/// client declared the tasks extension (in the request's `_meta` under 2026-07-28, at
+/// `initialize` from 2025-06-18 on). A tool that requires tasks, called by a client that did
+/// not declare the extension, is refused with `-32021` (missing required client capability).
+pub(crate) fn wanted(
+    spec: &ToolSpec,
+    context: &RequestContext<RoleServer>,
+) -> Result<bool, McpError> {
     // 2025-03-26 has no `extensions` capability (and its results are cut to that revision).
     let revision_has_extensions = context
         .protocol_version()
         .is_none_or(|v| v.as_str() >= ProtocolVersion::V_2025_06_18.as_str());
-    revision_has_extensions
-        && spec.requires_confirmation()
+    let client_tasks = revision_has_extensions
         && context
             .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks())
+            .is_some_and(|caps| caps.supports_tasks());
+    match spec.task_support() {
+        TaskSupport::Forbidden => Ok(false),
+        TaskSupport::Optional => Ok(client_tasks),
+        TaskSupport::Required if client_tasks => Ok(true),
+        TaskSupport::Required => Err(McpError::new(
+            ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            format!(
+                "Tool {} runs only as a task: declare the {TASKS_EXTENSION_ID} extension in your client capabilities (MCP 2025-06-18 or later) and read the result with tasks/get",
+                spec.name()
+            ),
+            Some(json!({
+                "requiredCapabilities": ClientCapabilities::builder().enable_tasks().build(),
+            })),
+        )),
+    }
 }
 
 /// The task for a call's result, when the call waits for an approval (a `confirmation_required`
@@ -70,13 +89,17 @@ pub(crate) async fn created(
     Ok(Some(created))
 }
 
-/// `tasks/get`: the task as its approval stands now. Another principal's task, and an id that
-/// names no approval, are both "not found".
+/// `tasks/get`: the task as its approval stands now (or, for a call id, as its background
+/// run stands: see `mcp_task_runs`). Another principal's task, and an id that names no task,
+/// are both "not found".
 pub(crate) async fn get(
     gw: &Gateway,
     caller: &Caller,
     task_id: &str,
 ) -> Result<GetTaskResult, McpError> {
+    if let Ok(id) = CallId::parse(task_id) {
+        return crate::mcp_task_runs::get(gw, caller, task_id, id).await;
+    }
     // A pending approval whose time ran out reads as expired, not pending.
     gw.store().expire_approvals().await.map_err(store_error)?;
     let approval = owned(gw, caller, task_id).await?;
@@ -88,8 +111,12 @@ pub(crate) async fn get(
 /// `tasks/cancel`: withdraws a pending approval (it is denied in the caller's name, never runs,
 /// and the task reads `cancelled`), or cancels the approved call running in this process (it
 /// ends `cancelled`, recorded as the approval's result). A task whose call was approved but has
-/// not started, runs on another instance, or has finished, is refused saying so.
+/// not started, runs on another instance, or has finished, is refused saying so. A background
+/// call's task (a call id) is cancelled as `mcp_task_runs` says.
 pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Result<(), McpError> {
+    if let Ok(id) = CallId::parse(task_id) {
+        return crate::mcp_task_runs::cancel(gw, caller, task_id, id).await;
+    }
     gw.store().expire_approvals().await.map_err(store_error)?;
     let approval = owned(gw, caller, task_id).await?;
     if approval.status == ApprovalStatus::Running {
@@ -139,13 +166,18 @@ async fn owned(gw: &Gateway, caller: &Caller, task_id: &str) -> Result<Approval,
     let approval = gw.store().approval(task_id).await.map_err(store_error)?;
     match approval {
         Some(a) if a.principal == caller.principal.id.as_str() => Ok(a),
-        _ => Err(McpError::invalid_params(
-            format!(
-                "Task {task_id} not found: it names no task of yours (tasks are those your tools/call answered with a task)"
-            ),
-            Some(json!({ "taskId": task_id })),
-        )),
+        _ => Err(not_found(task_id)),
     }
+}
+
+/// The error for an id that names no task of the caller's (another principal's included).
+pub(crate) fn not_found(task_id: &str) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "Task {task_id} not found: it names no task of yours (tasks are those your tools/call answered with a task)"
+        ),
+        Some(json!({ "taskId": task_id })),
+    )
 }
 
 /// The task an approval stands for, with its status's payload.
@@ -278,7 +310,7 @@ fn failed(message: &str) -> TaskPayload {
 }
 
 /// The MCP call result of an envelope, as a JSON object (what a direct call answers).
-fn call_result_object(envelope: ToolResult) -> Result<JsonObject, McpError> {
+pub(crate) fn call_result_object(envelope: ToolResult) -> Result<JsonObject, McpError> {
     match serde_json::to_value(crate::mcp::call_result(envelope)) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(other) => Err(McpError::internal_error(

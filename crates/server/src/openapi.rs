@@ -8,7 +8,7 @@
 //! every API route asks for a bearer token, without them none does.
 
 use serde_json::{Value, json};
-use toolgate_core::{Category, Consequence, Effect, SafetyLevel};
+use toolgate_core::{Category, Consequence, Effect, SafetyLevel, TaskSupport};
 
 /// The wire names of an enum's values.
 fn wire_names<T: Copy>(all: &[T], f: impl Fn(T) -> &'static str) -> Value {
@@ -63,7 +63,7 @@ fn outcome_values() -> Vec<&'static str> {
 
 /// Every key a definition may have (snake_case, and the camelCase aliases core accepts); any
 /// other is refused.
-const DEFINITION_KEYS: [&str; 27] = [
+const DEFINITION_KEYS: [&str; 29] = [
     "name",
     "title",
     "description",
@@ -75,6 +75,8 @@ const DEFINITION_KEYS: [&str; 27] = [
     "requiresConfirmation",
     "safety_level",
     "safetyLevel",
+    "tasks",
+    "taskSupport",
     "parameters",
     "required",
     "input_schema",
@@ -354,6 +356,9 @@ fn definition_schema() -> Value {
             "effect" => json!({ "enum": wire_names(Effect::ALL, Effect::as_str) }),
             "consequence" | "consequenceLevel" => consequence.clone(),
             "safety_level" | "safetyLevel" => safety.clone(),
+            "tasks" | "taskSupport" => {
+                json!({ "enum": wire_names(TaskSupport::ALL, TaskSupport::as_str) })
+            }
             "requires_confirmation" | "requiresConfirmation" | "idempotent" => {
                 json!({ "type": "boolean" })
             }

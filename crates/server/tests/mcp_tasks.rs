@@ -6,6 +6,12 @@
 //! task expires with its approval, and it outlives the gateway that created it (another runtime
 //! on the same SQLite file reads and completes it; on PostgreSQL another instance reads and
 //! cancels it).
+//!
+//! Long calls that need no approval (a tool declaring `tasks`): the task is answered `working`
+//! at once, then `completed` with the result a direct call gives, or `cancelled` by
+//! `tasks/cancel` (the tool sees the cancellation); the audit log records the call and serves
+//! the task after a restart; `taskSupport` is listed, `required` needs the extension and
+//! `forbidden` answers directly.
 #![cfg(test)]
 
 mod common;
@@ -506,5 +512,274 @@ async fn on_postgresql_a_task_made_on_one_instance_is_read_and_cancelled_on_anot
     let read = get(&h.gw.router(), ALICE, &task).await["result"].clone();
     assert_eq!(read["status"], "cancelled", "{read}");
     other.store().close().await;
+    h.cleanup().await;
+}
+
+/// One stateless 2026-07-28 request from a client that does not declare the tasks extension.
+async fn mcp_without_tasks(router: &axum::Router, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "no-tasks", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let mut headers = vec![
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ];
+    let name = params["name"].as_str().map(str::to_owned);
+    if let Some(name) = name.as_deref() {
+        headers.push(("mcp-name", name));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    // (A JSON-RPC error of 2026-07-28's own codes comes with an HTTP error status.)
+    send(router, Method::POST, "/mcp", ALICE, Some(body), &headers)
+        .await
+        .1
+}
+
+/// What a [`long_sum`] run did: `[started, saw its cancellation]`.
+type Probe = std::sync::Arc<[std::sync::atomic::AtomicBool; 2]>;
+
+/// A tool that needs no approval and declares `tasks`: it sleeps `millis` (or until cancelled)
+/// and answers the sum of `a` and `b`, noting in `probe` that it started and that its
+/// cancellation token fired.
+fn long_sum(
+    support: toolgate_core::TaskSupport,
+    probe: Probe,
+) -> std::sync::Arc<dyn toolgate_core::Tool> {
+    std::sync::Arc::new(
+        toolgate_core::ToolBuilder::new("long_sum", "Adds a and b, slowly; for tests.")
+            .tasks(support)
+            .param(toolgate_core::Parameter::new("a", toolgate_core::ParamType::Integer))
+            .param(toolgate_core::Parameter::new("b", toolgate_core::ParamType::Integer))
+            .param(toolgate_core::Parameter::new("millis", toolgate_core::ParamType::Integer))
+            .handler(move |args: Value, ctx| {
+                let probe = std::sync::Arc::clone(&probe);
+                async move {
+                    probe[0].store(true, std::sync::atomic::Ordering::SeqCst);
+                    // Work the tool started on its own sees the call's cancellation too.
+                    let token = ctx.cancellation().clone();
+                    let seen = std::sync::Arc::clone(&probe);
+                    tokio::spawn(async move {
+                        token.cancelled().await;
+                        seen[1].store(true, std::sync::atomic::Ordering::SeqCst);
+                    });
+                    let millis = args["millis"].as_u64().unwrap_or(100);
+                    tokio::select! {
+                        () = ctx.cancellation().cancelled() => Err(toolgate_core::ToolError::cancelled()),
+                        () = tokio::time::sleep(Duration::from_millis(millis)) => {
+                            let sum = args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0);
+                            Ok(json!({ "sum": sum }))
+                        }
+                    }
+                }
+            }),
+    )
+}
+
+fn no_flag() -> Probe {
+    std::sync::Arc::default()
+}
+
+#[tokio::test]
+async fn a_long_call_runs_as_a_task_and_completes_with_the_direct_result() {
+    let h = Harness::with_options(options()).await;
+    h.gw.registry()
+        .register_all(
+            vec![long_sum(toolgate_core::TaskSupport::Optional, no_flag())],
+            false,
+        )
+        .unwrap();
+    let router = h.gw.router();
+    let args = json!({"name": "long_sum", "arguments": {"a": 2, "b": 40, "millis": 300}});
+    let created = mcp(&router, ALICE, "tools/call", args.clone()).await["result"].clone();
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert_eq!(created["status"], "working", "{created}");
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "working", "{read}");
+    // Another principal: not found, for reading and for cancelling.
+    let foreign = get(&router, BOB, &task).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    let foreign = mcp(&router, BOB, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+
+    let done = until(&router, &task, "completed").await;
+    // The same result a direct call (a client without the extension) gets.
+    let direct = mcp_without_tasks(&router, "tools/call", args).await["result"].clone();
+    assert_eq!(direct["resultType"], "complete", "{direct}");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(done["result"]["structuredContent"], json!({ "sum": 42 }));
+    assert_eq!(
+        done["result"]["structuredContent"],
+        direct["structuredContent"]
+    );
+    assert_eq!(done["result"]["content"], direct["content"]);
+    assert_eq!(
+        done["result"]["_meta"]["dev.toolgate/result"]["callId"], task,
+        "the task is the call: {done}"
+    );
+    // The audit log has the call, under its principal.
+    let call = toolgate_core::CallId::parse(&task).unwrap();
+    let audited = h.gw.store().audit_call(call).await.unwrap().unwrap();
+    let finished = audited.finished.unwrap();
+    assert_eq!(finished.principal, "alice");
+    assert_eq!(finished.tool, "long_sum");
+    // A finished task cannot be cancelled.
+    let again = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("finished"),
+        "{again}"
+    );
+
+    // After a restart the task is read back from the audit log, still its principal's only.
+    h.gw.drain().await;
+    let restarted = h.another_gateway(options()).await;
+    let router = restarted.router();
+    let read = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "completed", "{read}");
+    assert_eq!(read["result"]["structuredContent"], json!({ "sum": 42 }));
+    let foreign = get(&router, BOB, &task).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    restarted.store().close().await;
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn cancel_stops_a_running_task_and_the_tool_sees_it() {
+    let h = Harness::with_options(options()).await;
+    let saw_cancel = no_flag();
+    h.gw.registry()
+        .register_all(
+            vec![long_sum(
+                toolgate_core::TaskSupport::Required,
+                std::sync::Arc::clone(&saw_cancel),
+            )],
+            false,
+        )
+        .unwrap();
+    let router = h.gw.router();
+    let created = mcp(
+        &router,
+        ALICE,
+        "tools/call",
+        json!({"name": "long_sum", "arguments": {"a": 1, "b": 1, "millis": 60000}}),
+    )
+    .await["result"]
+        .clone();
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !saw_cancel[0].load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tool never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let cancelled = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    let read = until(&router, &task, "cancelled").await;
+    assert!(read.get("result").is_none(), "{read}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !saw_cancel[1].load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cancellation never reached the tool"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let call = toolgate_core::CallId::parse(&task).unwrap();
+    let finished =
+        h.gw.store()
+            .audit_call(call)
+            .await
+            .unwrap()
+            .unwrap()
+            .finished
+            .unwrap();
+    assert!(
+        matches!(
+            finished.outcome,
+            toolgate_core::Outcome::Error {
+                kind: toolgate_core::ErrorKind::Cancelled,
+                ..
+            }
+        ),
+        "{:?}",
+        finished.outcome
+    );
+    assert_eq!(finished.cancelled_by.as_deref(), Some("client"));
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn task_support_is_listed_required_needs_the_extension_and_forbidden_is_direct() {
+    let h = Harness::with_options(options()).await;
+    let forbidden_confirmed = toolgate_core::ToolBuilder::new(
+        "confirmed_no_task",
+        "Needs a yes but never runs as a task; for tests.",
+    )
+    .effect(toolgate_core::Effect::Write)
+    .requires_confirmation(true)
+    .tasks(toolgate_core::TaskSupport::Forbidden)
+    .handler(|_, _| async { Ok(json!({ "ran": true })) });
+    h.gw.registry()
+        .register_all(
+            vec![
+                long_sum(toolgate_core::TaskSupport::Required, no_flag()),
+                std::sync::Arc::new(forbidden_confirmed),
+            ],
+            false,
+        )
+        .unwrap();
+    let router = h.gw.router();
+    let listed = mcp(&router, ALICE, "tools/list", json!({})).await;
+    let support = |name: &str| {
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["_meta"]["dev.toolgate/governance"]["taskSupport"].clone())
+            .unwrap_or_else(|| panic!("{name} not listed: {listed}"))
+    };
+    assert_eq!(support("long_sum"), "required");
+    assert_eq!(support("write_file"), "optional", "confirmation → optional");
+    assert_eq!(support("calculator"), "forbidden", "others → forbidden");
+    assert_eq!(support("confirmed_no_task"), "forbidden");
+
+    // A tool that requires tasks, called by a client without the extension: -32021.
+    let refused = mcp_without_tasks(
+        &router,
+        "tools/call",
+        json!({"name": "long_sum", "arguments": {"a": 1, "b": 2}}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("io.modelcontextprotocol/tasks"),
+        "{refused}"
+    );
+    // A tool that forbids tasks is answered directly, even to a client with the extension: a
+    // confirmation-required one with its confirmation_required result (the approval waits).
+    let direct = mcp(
+        &router,
+        ALICE,
+        "tools/call",
+        json!({"name": "confirmed_no_task", "arguments": {}}),
+    )
+    .await["result"]
+        .clone();
+    // (This client can elicit, so under 2026-07-28 it is asked with an input-required result.)
+    assert_ne!(direct["resultType"], "task", "{direct}");
+    assert!(direct.get("taskId").is_none(), "{direct}");
     h.cleanup().await;
 }
