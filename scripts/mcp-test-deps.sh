@@ -4,6 +4,9 @@
 # - npm: @modelcontextprotocol/server-everything and server-filesystem, pinned by
 #   tests/mcp-servers/package-lock.json, `npm ci` into .test-deps/npm (git-ignored) only when the
 #   lock file changed; TOOLGATE_TEST_NPM_DIR is that folder (node_modules/ inside).
+# - npm: the TypeScript MCP SDKs the interop suite drives (@modelcontextprotocol/sdk, the latest
+#   v1, and @modelcontextprotocol/client, v2), pinned by tests/interop/ts/package-lock.json, the
+#   same way into .test-deps/interop-npm; TOOLGATE_INTEROP_NPM_DIR is that folder.
 # - Python: the official `mcp` SDK pinned in tests/interop/requirements.txt, in a venv of its
 #   own, .test-deps/mcp-venv (git-ignored), made from a system python (/usr/bin/python3 where it
 #   exists) so that the sandbox's program user (nobody) can read the interpreter: a python under
@@ -29,6 +32,8 @@ mcp_test_deps() {
     echo "$lock_sum" > "$stamp"
   fi
   export TOOLGATE_TEST_NPM_DIR="$npm_dir"
+  npm_ci_pinned "$repo/tests/interop/ts" "$repo/.test-deps/interop-npm" "TypeScript MCP SDKs v1 and v2" || return 1
+  export TOOLGATE_INTEROP_NPM_DIR="$repo/.test-deps/interop-npm"
 
   # shellcheck source=scripts/venv.sh
   source "$repo/scripts/venv.sh"
@@ -42,5 +47,20 @@ mcp_test_deps() {
   if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 \
     && ! setpriv --reuid=nobody --regid=nogroup --clear-groups test -r "$repo/crates/gateway/tests/fixtures/py_server.py" 2>/dev/null; then
     echo "mcp-test-deps: note: the sandbox user (nobody) cannot read $repo (a 0700 folder on the way?); the sandboxed upstream tests will fail at standard/strict" >&2
+  fi
+}
+
+# `npm ci` of the package.json and package-lock.json in $1 into $2, only when they changed
+# (a stamp in $2/node_modules holds their checksum); $3 names what it installs.
+npm_ci_pinned() {
+  local from="$1" into="$2" what="$3" sum stamp
+  sum="$(cat "$from/package.json" "$from/package-lock.json" | sha256sum | cut -d' ' -f1)"
+  stamp="$into/node_modules/.toolgate-lock-sha256"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
+    echo "==> npm ci ($into: $what)"
+    mkdir -p "$into"
+    cp "$from/package.json" "$from/package-lock.json" "$into/"
+    (cd "$into" && npm ci --no-audit --no-fund --loglevel=error </dev/null) || return 1
+    echo "$sum" > "$stamp"
   fi
 }

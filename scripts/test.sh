@@ -127,7 +127,7 @@ bash scripts/conformance.sh --revision 2026-07-28
 step "MCP conformance suite through the gateway (toolgate serve in front of the fixtures: same baseline, same answers as direct)"
 bash scripts/conformance.sh --through-gateway
 
-step "interop with the official Python MCP SDK (stdio and Streamable HTTP)"
+step "interop with the official Python and TypeScript MCP SDKs (stdio and Streamable HTTP)"
 bash scripts/interop.sh
 
 step "exports and round-trip answers against the official provider SDKs' types (openai, anthropic, google-genai)"
