@@ -177,8 +177,9 @@ pub(crate) async fn get(
     }
 }
 
-/// `tasks/cancel` of a background call: cancels it if it runs here; refused saying why
-/// otherwise.
+/// `tasks/cancel` of a background call: cancels it if it runs here; a finished task's cancel is
+/// an acknowledgement that changes nothing (SEP-2663: idempotent); one running on another
+/// instance is refused saying so.
 pub(crate) async fn cancel(
     gw: &Gateway,
     caller: &Caller,
@@ -187,23 +188,21 @@ pub(crate) async fn cancel(
 ) -> Result<(), McpError> {
     // Reading it first also says "not found" for another principal's task.
     let read = get(gw, caller, task_id, id).await?;
-    match gw.task_runs.run(id) {
-        Some(run) if run.finished().is_none() => {
-            run.cancel.cancel();
-            Ok(())
-        }
-        _ => Err(McpError::invalid_params(
+    if let Some(run) = gw.task_runs.run(id)
+        && run.finished().is_none()
+    {
+        run.cancel.cancel();
+        return Ok(());
+    }
+    if read.task.status() == TaskStatus::Working {
+        return Err(McpError::invalid_params(
             format!(
-                "Task {task_id} cannot be cancelled: {}; read its state with tasks/get",
-                if read.task.status() == TaskStatus::Working {
-                    "its call runs on another toolgate instance"
-                } else {
-                    "the task has finished"
-                }
+                "Task {task_id} cannot be cancelled here: its call runs on another toolgate instance; read its state with tasks/get"
             ),
             Some(json!({ "taskId": task_id })),
-        )),
+        ));
     }
+    Ok(())
 }
 
 /// The task of a run: `working` until it finished, then `completed` with the call's result as

@@ -110,8 +110,9 @@ pub(crate) async fn get(
 
 /// `tasks/cancel`: withdraws a pending approval (it is denied in the caller's name, never runs,
 /// and the task reads `cancelled`), or cancels the approved call running in this process (it
-/// ends `cancelled`, recorded as the approval's result). A task whose call was approved but has
-/// not started, runs on another instance, or has finished, is refused saying so. A background
+/// ends `cancelled`, recorded as the approval's result). A finished task's cancel is an
+/// acknowledgement that changes nothing; one whose call was approved but has not started, or
+/// runs on another instance, is refused saying so. A background
 /// call's task (a call id) is cancelled as `mcp_task_runs` says.
 pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Result<(), McpError> {
     if let Ok(id) = CallId::parse(task_id) {
@@ -130,16 +131,16 @@ pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Resu
             Some(json!({ "taskId": task_id, "approvalStatus": approval.status })),
         ));
     }
+    // A finished task: cancelling it is acknowledged and changes nothing (SEP-2663 makes
+    // tasks/cancel idempotent; tasks/get still reads what happened).
+    if approval.status.is_final() {
+        return Ok(());
+    }
     if approval.status != ApprovalStatus::Pending {
         return Err(McpError::invalid_params(
             format!(
-                "Task {task_id} cannot be cancelled: its approval is {} ({}); read its state with tasks/get",
+                "Task {task_id} cannot be cancelled: its approval is {}: the approved call is about to start; cancel it once tasks/get reads working",
                 approval.status,
-                if approval.status.is_final() {
-                    "the task has finished"
-                } else {
-                    "the approved call is about to start; cancel it once tasks/get reads working"
-                }
             ),
             Some(json!({ "taskId": task_id, "approvalStatus": approval.status })),
         ));
