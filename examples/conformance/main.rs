@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::{
-    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, SamplingRequest, Tool,
-    ToolBuilder, ToolError,
+    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, SamplingRequest, TaskSupport,
+    Tool, ToolBuilder, ToolError,
 };
 use toolgate_runtime::{Runtime, RuntimeOptions};
 use toolgate_server::{Gateway, ServerOptions};
@@ -255,6 +255,53 @@ fn tools() -> Vec<Arc<dyn Tool>> {
         .handler(|args, _| async move {
             CONFIRMED_RUNS.fetch_add(1, Ordering::SeqCst);
             Ok(json!({ "done": args["what"] }))
+        }),
+    ));
+    // The tasks extension's fixtures (conformance 0.2, `tasks-*` scenarios): a tool that is never
+    // a task, a long one that may be, and one that must be and always fails.
+    tools.push(Arc::new(
+        tool("greet", "Greets someone by name; never runs as a task.")
+            .param(
+                Parameter::new("name", ParamType::String)
+                    .description("Who to greet")
+                    .required(),
+            )
+            .handler(|args, _| async move {
+                Ok(json!(format!(
+                    "Hello, {}!",
+                    args["name"].as_str().unwrap_or("world")
+                )))
+            }),
+    ));
+    tools.push(Arc::new(
+        tool("slow_compute", "Sleeps the given seconds, then answers; runs as a task for a client that speaks the tasks extension.")
+            .tasks(TaskSupport::Optional)
+            .param(Parameter::new("seconds", ParamType::Number).description("How long to sleep").required())
+            .param(Parameter::new("label", ParamType::String).description("Echoed in the result"))
+            .handler(|args, ctx| async move {
+                let seconds = args["seconds"].as_f64().unwrap_or(1.0).clamp(0.0, 120.0);
+                tokio::select! {
+                    () = ctx.cancellation().cancelled() => return Err(ToolError::cancelled()),
+                    () = tokio::time::sleep(Duration::from_secs_f64(seconds)) => {}
+                }
+                let label = args["label"].as_str().unwrap_or("");
+                Ok(json!(format!("Computed after {seconds} s {label}").trim_end().to_owned()))
+            }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "failing_job",
+            "Runs only as a task and always fails after about a second.",
+        )
+        .tasks(TaskSupport::Required)
+        .handler(|_, ctx| async move {
+            tokio::select! {
+                () = ctx.cancellation().cancelled() => return Err(ToolError::cancelled()),
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            Err(ToolError::execution(
+                "failing_job always fails (a conformance fixture)",
+            ))
         }),
     ));
     tools.push(Arc::new(
