@@ -26,7 +26,8 @@ use crate::mcp_tasks::{POLL_INTERVAL_MS, call_result_object, not_found};
 /// How long a finished run's result stays in memory (then it is read from the audit log).
 const KEEP: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 
-/// At most this many runs are kept (running or finished); a new task past it is refused.
+/// At most this many runs are kept in memory; when full, finished ones are forgotten (read from
+/// the audit log after), and a new task is refused only while this many calls run.
 const MAX_RUNS: usize = 10_000;
 
 /// The background runs of this process, by call id.
@@ -81,10 +82,15 @@ pub(crate) fn start(
         let mut runs = gw.task_runs.lock();
         runs.retain(|_, r| r.finished().is_none_or(|(_, at)| now - at < KEEP));
         if runs.len() >= MAX_RUNS {
+            // Full: finished runs go first (their tasks are still read from the audit log), so
+            // only calls running right now can hold the limit.
+            runs.retain(|_, r| r.finished().is_none());
+        }
+        if runs.len() >= MAX_RUNS {
             return Err(McpError::new(
                 rmcp::model::ErrorCode(-32000),
                 format!(
-                    "This toolgate instance already keeps {MAX_RUNS} tasks; wait for some to finish (they are forgotten an hour after) or call without the tasks extension"
+                    "This toolgate instance already runs {MAX_RUNS} calls as tasks; wait for some to finish or call without the tasks extension"
                 ),
                 None,
             ));
