@@ -21,6 +21,10 @@ The check (default): three instances on a fresh database, HAProxy on 127.0.0.1 i
   running on the killed instance), every answered call has its audit record
   (`/v1/calls/{callId}`), and `toolgate audit verify` passes.
 
+--redis URL: the same cluster with `[cluster] redis_url = URL` (a key prefix of the run's own), so
+the limits are counted in Redis instead of PostgreSQL; only the rate-limit check runs (the others
+do not involve the limits). Redis unreachable: skipped, or a failure with CI=true.
+
 --throughput: calls per second through HAProxy with 1, 2 and 3 instances (a read-only built-in,
 closed loop, keep-alive clients in several processes), printed as a table.
 
@@ -28,6 +32,7 @@ Stdlib only; needs haproxy (scripts/cluster.sh installs Debian's package) and ps
 at 127.0.0.1:5432 (user postgres); when it is unreachable the run is skipped, or fails with
 CI=true. Usage:
     python3 scripts/cluster.py [--binary target/debug/toolgate]
+    python3 scripts/cluster.py --redis redis://127.0.0.1:6379 [--binary …]
     python3 scripts/cluster.py --throughput --binary target/release/toolgate
 """
 
@@ -116,8 +121,10 @@ def request(port: int, method: str, path: str, body=None, who="admin", timeout=1
 
 
 class Cluster:
-    def __init__(self, binary: Path, work: Path, db_url: str, effect_port: int):
+    def __init__(self, binary: Path, work: Path, db_url: str, effect_port: int,
+                 redis_url: str | None = None):
         self.binary, self.work, self.db_url = binary, work, db_url
+        self.redis = redis_url
         self.effect_port = effect_port
         self.procs: dict[int, subprocess.Popen] = {}
         self.ports: dict[int, int] = {}
@@ -133,6 +140,9 @@ class Cluster:
                           f'per_second = {RATE} }}\n',
                "loader": 'grants = ["tool.*"]\n'}[name]
             for name, tok in TOKENS.items())
+        if redis_url is not None:
+            principals += (f'\n[cluster]\nredis_url = "{redis_url}"\n'
+                           f'key_prefix = "toolgate-cluster:{os.getpid()}:{time.time_ns()}:"\n')
         for i in (1, 2, 3):
             (work / f"instance{i}.toml").write_text(
                 f'plan = "enterprise"\n\n[audit]\nkey_file = "{key}"\n'
@@ -315,7 +325,7 @@ def check_rate_limit(c: Cluster, seconds: float = 4.0) -> str:
         t.join()
     elapsed = time.monotonic() - started
     allowed = RATE + RATE * elapsed
-    line = (f"rate limit: {ok} calls allowed in {elapsed:.1f} s at {RATE}/s (burst {RATE}) "
+    line = (f"rate limit{' (counted in Redis)' if c.redis else ''}: {ok} calls allowed in {elapsed:.1f} s at {RATE}/s (burst {RATE}) "
             f"across 3 instances; at most {allowed:.0f} expected; {refused} refused "
             f"rate_limited, {other} other")
     if other or ok > allowed * 1.15 or ok < RATE * elapsed * 0.6 or refused == 0:
@@ -593,6 +603,21 @@ def throughput(c: Cluster, instances: list[int], seconds: float, procs: int, thr
 # --------------------------------------------------------------------------------------------
 
 
+def redis_problem(url: str) -> str | None:
+    """Why the Redis at redis://HOST:PORT does not answer PING, or None when it does."""
+    hostport = url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port or 6379)), timeout=3) as s:
+            s.sendall(b"PING\r\n")
+            answer = s.recv(64)
+    except (OSError, ValueError) as e:
+        return f"cannot reach Redis at {hostport}: {e}"
+    if not answer.startswith(b"+PONG"):
+        return f"Redis at {hostport} answered {answer!r} to PING"
+    return None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--binary", type=Path, default=ROOT / "target" / "debug" / "toolgate")
@@ -600,6 +625,8 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=10.0, help="throughput: seconds per run")
     p.add_argument("--clients", type=int, default=16, help="throughput: concurrent clients")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--redis", metavar="URL",
+                   help="count the limits in this Redis ([cluster] redis_url); rate check only")
     args = p.parse_args()
     binary = args.binary.resolve()
     if not binary.exists():
@@ -616,13 +643,22 @@ def main() -> int:
             return 1
         print(f"skipping the cluster test: {problem}")
         return 0
+    if args.redis is not None:
+        problem = redis_problem(args.redis)
+        if problem is not None:
+            if os.environ.get("CI") == "true":
+                print(f"error: the cluster test with --redis needs Redis with CI=true: {problem}",
+                      file=sys.stderr)
+                return 1
+            print(f"skipping the cluster test with Redis: {problem}")
+            return 0
     dbname = f"toolgate_cluster_{os.getpid()}"
     psql(f"DROP DATABASE IF EXISTS {dbname}")
     psql(f"CREATE DATABASE {dbname}")
     db_url = f"postgres://postgres@{PG_HOST}:{PG_PORT}/{dbname}"
     work = Path(tempfile.mkdtemp(prefix="toolgate-cluster-"))
     effects = Effects()
-    cluster = Cluster(binary, work, db_url, effects.server_address[1])
+    cluster = Cluster(binary, work, db_url, effects.server_address[1], args.redis)
     try:
         if args.throughput:
             for i in (1, 2, 3):
@@ -643,10 +679,13 @@ def main() -> int:
             cluster.start(i)
         cluster.start_haproxy([1, 2, 3])
         results = []
-        for name, check in (("rate limit", lambda: check_rate_limit(cluster)),
-                            ("definitions", lambda: check_definitions(cluster)),
-                            ("MCP sessions", lambda: check_mcp_sessions(cluster)),
-                            ("kill -9", lambda: check_kill(cluster, binary, effects))):
+        checks = [("rate limit", lambda: check_rate_limit(cluster)),
+                  ("definitions", lambda: check_definitions(cluster)),
+                  ("MCP sessions", lambda: check_mcp_sessions(cluster)),
+                  ("kill -9", lambda: check_kill(cluster, binary, effects))]
+        if args.redis is not None:
+            checks = checks[:1]
+        for name, check in checks:
             try:
                 results.append(check())
                 print("ok   " + results[-1], flush=True)

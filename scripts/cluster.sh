@@ -5,6 +5,9 @@
 # haproxy when it is missing; builds the debug `toolgate` binary when it is missing.
 #
 # scripts/cluster.sh                 the check (scripts/test.sh runs it)
+# scripts/cluster.sh --redis redis://127.0.0.1:6379
+#                                    the rate-limit check with the limits counted in Redis
+#                                    ([cluster] redis_url; scripts/test.sh runs it too)
 # scripts/cluster.sh --throughput    the README's table: calls/s with 1, 2 and 3 instances
 #                                    (a release binary: cargo build --release -p toolgate-cli)
 set -euo pipefail

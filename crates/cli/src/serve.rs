@@ -44,7 +44,7 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
     let shutdown = CancellationToken::new();
     watch_signals(shutdown.clone(), Arc::clone(&gateway), args.grace);
     let tools = runtime.registry().snapshot().len();
-    let data = runtime.store().url().to_string();
+    let data = data_line(&runtime);
     let files = toolgate_runtime::describe_root(runtime.file_root());
     if args.stdio {
         eprintln!(
@@ -52,6 +52,7 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
             env!("CARGO_PKG_VERSION")
         );
         warn_disabled_root(&runtime);
+        warn_unreachable_redis(&runtime).await;
         gateway.serve_stdio(shutdown).await?;
         crate::app::close_opened().await;
         return Ok(ExitCode::SUCCESS);
@@ -79,10 +80,38 @@ pub async fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCo
         env!("CARGO_PKG_VERSION")
     );
     warn_disabled_root(&runtime);
+    warn_unreachable_redis(&runtime).await;
     gateway.serve_http(listener, shutdown).await?;
     crate::app::close_opened().await;
     eprintln!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the data is, and where the limits are counted when that is Redis (`[cluster]
+/// redis_url`, its password hidden).
+fn data_line(runtime: &Runtime) -> String {
+    let data = runtime.store().url().to_string();
+    match runtime.redis() {
+        Some(redis) => format!(
+            "{data} · limits in Redis {} (keys {}…)",
+            redis.url(),
+            redis.prefix().as_str()
+        ),
+        None => data,
+    }
+}
+
+/// Says on stderr that Redis does not answer, when limits are counted there and it does not:
+/// calls of limited principals are refused until it does.
+async fn warn_unreachable_redis(runtime: &Runtime) {
+    if let Some(redis) = runtime.redis()
+        && let Err(e) = redis.ping().await
+    {
+        eprintln!(
+            "warning: {}; calls that are rate limited or capped are refused until Redis answers",
+            toolgate_core::ErrorChain(&e)
+        );
+    }
 }
 
 /// Says on stderr why the file tools serve nothing, when they do not.

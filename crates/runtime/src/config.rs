@@ -10,6 +10,7 @@ use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_gateway::{ServerEntry, ServerName};
 use toolgate_net::NetPolicy;
+use toolgate_redis::{KeyPrefix, RedisUrl};
 use toolgate_store::{AuditAnchor, AuditKey, DbUrl, Tier, suffixed};
 
 use crate::error::RuntimeError;
@@ -65,6 +66,42 @@ pub struct Config {
     /// file is loaded; see [`Config::server_entries`]).
     #[serde(default)]
     pub servers: BTreeMap<String, ServerEntry>,
+    /// `[cluster]`: what several instances share besides the database (Redis for the limits).
+    #[serde(default)]
+    pub cluster: ClusterConfig,
+}
+
+/// `[cluster]` settings: several instances behind a load balancer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Count per-principal rate limits and concurrency caps (and `[rate_limit]`) in this Redis
+    /// (`redis://HOST:PORT` or `rediss://` for TLS) instead of the PostgreSQL database, on
+    /// PostgreSQL and SQLite stores alike.
+    pub redis_url: Option<String>,
+    /// What every Redis key starts with (default `toolgate:`): deployments sharing one Redis
+    /// keep apart by it.
+    pub key_prefix: Option<String>,
+}
+
+impl ClusterConfig {
+    /// The Redis counter's URL and key prefix, checked; `None` without `redis_url`.
+    pub fn redis(&self) -> Result<Option<(RedisUrl, KeyPrefix)>, RuntimeError> {
+        let Some(url) = &self.redis_url else {
+            if self.key_prefix.is_some() {
+                bail!("[cluster] key_prefix needs redis_url (the Redis the limits are counted in)");
+            }
+            return Ok(None);
+        };
+        let url = RedisUrl::parse(url).map_err(|e| RuntimeError::Config(e.to_string()))?;
+        let prefix = match &self.key_prefix {
+            Some(prefix) => {
+                KeyPrefix::parse(prefix).map_err(|e| RuntimeError::Config(e.to_string()))?
+            }
+            None => KeyPrefix::default(),
+        };
+        Ok(Some((url, prefix)))
+    }
 }
 
 /// `[audit]` settings: the checkpoint key, kept out of the database (see the README's "What the
@@ -333,6 +370,7 @@ impl Config {
         }
         config.principal_entries().map_err(|e| e.in_file(path))?;
         config.server_entries().map_err(|e| e.in_file(path))?;
+        config.cluster.redis().map_err(|e| e.in_file(path))?;
         Ok(config)
     }
 
@@ -541,6 +579,46 @@ headers = { Authorization = "Bearer ${env:TICKETS_TOKEN}" }
             .unwrap_err()
             .to_string();
         assert!(misspelt.contains("comand"), "{misspelt}");
+    }
+
+    #[test]
+    fn the_cluster_redis_url_is_checked_and_its_password_never_shown() {
+        let cluster = |text: &str| toml::from_str::<Config>(text).unwrap().cluster;
+        assert!(cluster("").redis().unwrap().is_none());
+        let (url, prefix) = cluster("[cluster]\nredis_url = \"redis://:pw-123@10.0.0.5:6379/1\"\n")
+            .redis()
+            .unwrap()
+            .unwrap();
+        assert_eq!(url.to_string(), "redis://:***@10.0.0.5:6379/1");
+        assert_eq!(prefix.as_str(), "toolgate:");
+        let (_, prefix) = cluster("[cluster]\nredis_url = \"rediss://h\"\nkey_prefix = \"tg1:\"\n")
+            .redis()
+            .unwrap()
+            .unwrap();
+        assert_eq!(prefix.as_str(), "tg1:");
+        let err = cluster("[cluster]\nredis_url = \"http://:pw-123@10.0.0.5:6379\"\n")
+            .redis()
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("pw-123"), "{err}");
+        assert!(
+            err.contains("only redis:// and rediss://") && err.contains("write redis://HOST:PORT"),
+            "{err}"
+        );
+        let err = cluster("[cluster]\nkey_prefix = \"x:\"\n")
+            .redis()
+            .unwrap_err();
+        assert!(err.to_string().contains("needs redis_url"), "{err}");
+        assert!(toml::from_str::<Config>("[cluster]\nredis = \"redis://h\"\n").is_err());
+        // Loading a file checks it.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.toml");
+        std::fs::write(&path, "[cluster]\nredis_url = \"valkey://h:6379\"\n").unwrap();
+        let chain = toolgate_core::error_chain(&Config::load(&path).unwrap_err());
+        assert!(
+            chain.contains("redis_url") && chain.contains("valkey://"),
+            "{chain}"
+        );
     }
 
     #[test]

@@ -49,6 +49,7 @@ use toolgate_core::{
 use toolgate_gateway::upstream::http::PolicyConnector;
 use toolgate_gateway::upstream::{Connector, HttpConnector, StdioSpawner};
 use toolgate_net::{NetPolicy, PolicyClient};
+use toolgate_redis::RedisQuotas;
 use toolgate_sandbox::{Runner, SandboxConfig, SandboxExecutor};
 use toolgate_store::{AuditObserver, AuditStage, DbUrl, HintFn, Store, StoreOptions, Tier};
 
@@ -58,8 +59,8 @@ pub use assembly::{
     home_folders, implicit_root, register_in_order, worker_tools,
 };
 pub use config::{
-    AUDIT_KEY_ENV, ApprovalsConfig, AuditConfig, Config, PrincipalConfig, RateLimitConfig,
-    ServerConfig,
+    AUDIT_KEY_ENV, ApprovalsConfig, AuditConfig, ClusterConfig, Config, PrincipalConfig,
+    RateLimitConfig, ServerConfig,
 };
 pub use error::{RuntimeError, RuntimeErrorKind};
 pub use events::{EventHub, HubEvent};
@@ -182,6 +183,9 @@ pub struct Parts {
     /// Opens Streamable HTTP upstreams (through the network policy); `None` leaves HTTP
     /// servers unavailable.
     pub upstream_http: Option<HttpConnector>,
+    /// Where rate limits and concurrency caps are counted instead of the store (`[cluster]
+    /// redis_url`); `None` counts them in PostgreSQL, or in this process on SQLite.
+    pub redis: Option<Arc<RedisQuotas>>,
 }
 
 impl Parts {
@@ -209,6 +213,7 @@ impl Parts {
             servers: servers::Loaded::default(),
             stdio: None,
             upstream_http: None,
+            redis: None,
         })
     }
 }
@@ -237,6 +242,7 @@ pub struct Runtime {
     stopped: CancellationToken,
     warnings: Vec<String>,
     servers: servers::Servers,
+    redis: Option<Arc<RedisQuotas>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -403,6 +409,12 @@ impl Runtime {
             None => None,
         };
         let rate_limit = config.rate_limit();
+        let redis = match config.cluster.redis()? {
+            Some((url, prefix)) => Some(Arc::new(
+                RedisQuotas::new(&url, prefix).map_err(|e| RuntimeError::Config(e.to_string()))?,
+            )),
+            None => None,
+        };
         let approval_ttl = config.approvals.ttl();
         // Streamable HTTP upstreams go through the same network policy as tools.
         let upstream_http = PolicyConnector::from_client(http.clone()).http_connector();
@@ -422,6 +434,7 @@ impl Runtime {
             servers,
             stdio: Some(Arc::new(servers::SandboxSpawner::new(runner))),
             upstream_http: Some(upstream_http),
+            redis,
         })
     }
 
@@ -446,13 +459,18 @@ impl Runtime {
             servers,
             stdio,
             upstream_http,
+            redis,
         } = parts;
         let hub = EventHub::new();
-        // On PostgreSQL, quotas and rate limits are counted in the database, so every instance
-        // on it counts the same calls; on SQLite (one instance) in this process.
-        let shared = store
-            .shared_quotas()
-            .map(|q| q as Arc<dyn toolgate_core::SharedCounter>);
+        // With `[cluster] redis_url`, quotas and rate limits are counted in Redis (whatever the
+        // store); else on PostgreSQL in the database, so every instance on it counts the same
+        // calls; on SQLite (one instance) in this process.
+        let shared = match &redis {
+            Some(redis) => Some(Arc::clone(redis) as Arc<dyn toolgate_core::SharedCounter>),
+            None => store
+                .shared_quotas()
+                .map(|q| q as Arc<dyn toolgate_core::SharedCounter>),
+        };
         let mut quotas = PrincipalQuotaStage::new(principals.quotas());
         if let Some(counter) = &shared {
             quotas = quotas.shared(Arc::clone(counter));
@@ -511,7 +529,13 @@ impl Runtime {
             running: running::RunningApprovals::default(),
             stopped,
             warnings,
+            redis,
         })
+    }
+
+    /// The Redis the limits are counted in (`[cluster] redis_url`), if any.
+    pub fn redis(&self) -> Option<&Arc<RedisQuotas>> {
+        self.redis.as_ref()
     }
 
     /// The configuration in force.

@@ -1,15 +1,17 @@
 //! What a shared quota costs per call: a no-op tool called through the pipeline with a
-//! principal's quota counted in this process (core's stage alone) and in PostgreSQL
-//! (`Store::shared_quotas`, the tests' server, a fresh schema dropped afterwards), in the same
-//! run, and the pipeline without a quota as the baseline. Prints the median and the 99th
+//! principal's quota counted in this process (core's stage alone), in PostgreSQL
+//! (`Store::shared_quotas`, the tests' server, a fresh schema dropped afterwards) and in Redis
+//! (toolgate-redis's `RedisQuotas`, the tests' Redis, a key prefix of the run's own), in the
+//! same run, and the pipeline without a quota as the baseline. Prints the median and the 99th
 //! percentile per call in µs, and the difference to the in-process count.
 //!
-//! Two quotas are timed: a rate (one token-bucket upsert per call) and a concurrency cap (a slot
-//! leased before the call and given back after it: two statements per call).
+//! Two quotas are timed: a rate (one token-bucket upsert, or one Redis script, per call) and a
+//! concurrency cap (a slot leased before the call and given back after it: two statements, or
+//! two Redis round trips, per call).
 //!
 //! `cargo bench -p toolgate-store --bench quota` (`-- --test`: a few calls each, as
-//! `scripts/test.sh` runs every benchmark once). Without a reachable PostgreSQL the shared rows
-//! are skipped with a note (a failure with `CI=true`).
+//! `scripts/test.sh` runs every benchmark once). Without a reachable PostgreSQL or Redis their
+//! rows are skipped with a note (a failure with `CI=true`).
 
 use std::error::Error;
 use std::sync::Arc;
@@ -20,8 +22,9 @@ use toolgate_core::{
     CallRequest, Pipeline, PipelineBuilder, Principal, PrincipalId, PrincipalQuotaStage, Quota,
     RateLimit, Registry, SharedCounter, ToolBuilder,
 };
+use toolgate_redis::{KeyPrefix, RedisQuotas, RedisUrl};
 use toolgate_store::{DbUrl, Store, StoreOptions};
-use toolgate_test_support::pg;
+use toolgate_test_support::{pg, redis as test_redis};
 
 type BoxError = Box<dyn Error>;
 
@@ -96,6 +99,13 @@ async fn main() -> Result<(), BoxError> {
         .as_ref()
         .and_then(Store::shared_quotas)
         .map(|q| q as Arc<dyn SharedCounter>);
+    let redis = match test_redis::available("the shared-quota benchmark's Redis rows") {
+        Some(url) => Some(Arc::new(RedisQuotas::new(
+            &RedisUrl::parse(&url)?,
+            KeyPrefix::parse(&test_redis::unique_prefix("bench"))?,
+        )?) as Arc<dyn SharedCounter>),
+        None => None,
+    };
 
     let mut rows = Vec::new();
     let (base, base99) = time(&pipeline(None, None)?, n).await?;
@@ -112,17 +122,21 @@ async fn main() -> Result<(), BoxError> {
             local99,
             Some(local - base),
         ));
-        if let Some(shared) = &shared {
-            let (pg, pg99) = time(&pipeline(Some(quota), Some(shared.clone()))?, n).await?;
+        for (backend, counter) in [("PostgreSQL", &shared), ("Redis", &redis)] {
+            let Some(counter) = counter else {
+                continue;
+            };
+            let (median, p99) = time(&pipeline(Some(quota), Some(counter.clone()))?, n).await?;
             rows.push((
-                if label == "rate" {
-                    "rate, PostgreSQL"
-                } else {
-                    "concurrency cap, PostgreSQL"
+                match (label, backend) {
+                    ("rate", "PostgreSQL") => "rate, PostgreSQL",
+                    ("rate", _) => "rate, Redis",
+                    (_, "PostgreSQL") => "concurrency cap, PostgreSQL",
+                    _ => "concurrency cap, Redis",
                 },
-                pg,
-                pg99,
-                Some(pg - base),
+                median,
+                p99,
+                Some(median - base),
             ));
         }
     }
@@ -135,7 +149,7 @@ async fn main() -> Result<(), BoxError> {
         let added = added.map_or_else(|| "-".to_owned(), |a| format!("{a:.1}"));
         println!("{label:<32} {median:>10.1} {p99:>10.1} {added:>14}");
     }
-    drop(shared);
+    drop((shared, redis));
     if let (Some(store), Some(url)) = (store, url) {
         store.close().await;
         pg::drop_schema(&url, &schema).await;

@@ -4,6 +4,11 @@
 //! - [`pg`]: the PostgreSQL the tests use — its URL ([`pg::url`], overridable with
 //!   `TOOLGATE_TEST_PG_URL`), a schema of their own per run, and the rule for a missing server:
 //!   skipped with a note, or a failure when `CI=true`.
+//! - [`redis`]: the Redis the tests use — its URL ([`redis::url`], overridable with
+//!   `TOOLGATE_TEST_REDIS_URL`), a key prefix of their own per run, and the same rule for a
+//!   missing server.
+//! - `quota` (feature `quota`): the scenarios every shared quota counter (PostgreSQL, Redis)
+//!   must pass, written once.
 //! - `server` (feature `server`, for toolgate-server's tests): a gateway over the production
 //!   runtime (sandbox executor, policy client and all) on a temporary SQLite or PostgreSQL
 //!   store, requests through the real router, replies checked against the OpenAPI document.
@@ -28,5 +33,8 @@
 pub mod cli;
 pub mod mcp_fixtures;
 pub mod pg;
+#[cfg(feature = "quota")]
+pub mod quota;
+pub mod redis;
 #[cfg(feature = "server")]
 pub mod server;
