@@ -461,6 +461,42 @@ pub fn check_binding(addr: SocketAddr, auth: &Auth) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// A gateway on a fresh SQLite store whose one tool, `confirmed_write`, requires confirmation
+/// and counts its runs; the tests of the confirmation paths (elicitation, tasks) share it.
+#[cfg(test)]
+pub(crate) async fn confirmed_write_gateway() -> (
+    Arc<Gateway>,
+    Arc<std::sync::atomic::AtomicU64>,
+    Arc<auth::Caller>,
+    tempfile::TempDir,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let store = toolgate_store::Store::open(
+        &toolgate_store::DbUrl::Sqlite(dir.path().join("t.db")),
+        &toolgate_store::StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    let runs = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&runs);
+    let tool = toolgate_core::ToolBuilder::new("confirmed_write", "Counts its runs; for tests.")
+        .effect(toolgate_core::Effect::Write)
+        .requires_confirmation(true)
+        .handler(move |_, _| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok(serde_json::json!({ "written": true })) }
+        });
+    let registry = Arc::new(toolgate_core::Registry::new());
+    registry.register_all(vec![Arc::new(tool)], false).unwrap();
+    let gw = Gateway::from_parts(registry, store, GatewayOptions::default()).unwrap();
+    let caller = Arc::new(auth::Caller::new(
+        toolgate_core::Principal::local(),
+        gw.plan().clone(),
+    ));
+    (gw, runs, caller, dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

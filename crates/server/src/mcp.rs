@@ -1075,33 +1075,9 @@ mod tests {
 
     /// [`call_confirmed`] in revision `version`: also how many confirmation forms came.
     async fn call_confirmed_in(version: &str, content: Value) -> (Value, u64, usize) {
-        use std::sync::atomic::AtomicU64;
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-        let dir = tempfile::tempdir().unwrap();
-        let store = toolgate_store::Store::open(
-            &toolgate_store::DbUrl::Sqlite(dir.path().join("t.db")),
-            &toolgate_store::StoreOptions::default(),
-        )
-        .await
-        .unwrap();
-        let runs = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&runs);
-        let tool =
-            toolgate_core::ToolBuilder::new("confirmed_write", "Counts its runs; for tests.")
-                .effect(toolgate_core::Effect::Write)
-                .requires_confirmation(true)
-                .handler(move |_, _| {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    async { Ok(json!({ "written": true })) }
-                });
-        let registry = Arc::new(toolgate_core::Registry::new());
-        registry.register_all(vec![Arc::new(tool)], false).unwrap();
-        let gw = Gateway::from_parts(registry, store, crate::GatewayOptions::default()).unwrap();
-        let caller = Arc::new(Caller {
-            principal: Arc::new(toolgate_core::Principal::local()),
-            plan: gw.plan().clone(),
-        });
+        let (gw, runs, caller, _dir) = crate::confirmed_write_gateway().await;
 
         let (server_io, client_io) = tokio::io::duplex(1 << 16);
         let handler = McpHandler::new(Arc::clone(&gw), Some(caller));

@@ -362,7 +362,6 @@ mod tests {
     use toolgate_runtime::decide::Decider;
 
     use crate::Gateway;
-    use crate::auth::Caller;
     use crate::mcp::McpHandler;
 
     /// A gateway with one tool that requires confirmation and counts its runs, serving an rmcp
@@ -373,27 +372,7 @@ mod tests {
         rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
         tempfile::TempDir,
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = toolgate_store::Store::open(
-            &toolgate_store::DbUrl::Sqlite(dir.path().join("t.db")),
-            &toolgate_store::StoreOptions::default(),
-        )
-        .await
-        .unwrap();
-        let runs = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&runs);
-        let tool =
-            toolgate_core::ToolBuilder::new("confirmed_write", "Counts its runs; for tests.")
-                .effect(toolgate_core::Effect::Write)
-                .requires_confirmation(true)
-                .handler(move |_, _| {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    async { Ok(json!({ "written": true })) }
-                });
-        let registry = Arc::new(toolgate_core::Registry::new());
-        registry.register_all(vec![Arc::new(tool)], false).unwrap();
-        let gw = Gateway::from_parts(registry, store, crate::GatewayOptions::default()).unwrap();
-        let caller = Arc::new(Caller::new(Principal::local(), gw.plan().clone()));
+        let (gw, runs, caller, dir) = crate::confirmed_write_gateway().await;
         let (server_io, client_io) = tokio::io::duplex(1 << 16);
         let handler = McpHandler::new(Arc::clone(&gw), Some(caller));
         tokio::spawn(async move {
