@@ -50,36 +50,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-CONCURRENCY="${MCP_LOAD_CONCURRENCY:-16}"
-DURATION="${MCP_LOAD_DURATION:-10}"
-WARMUP="${MCP_LOAD_WARMUP:-2}"
+LOG_PREFIX=mcp-gateway-load
 ONLY="direct,toolgate-own,toolgate-http,toolgate-stdio,mcp-proxy"
-PYTHON="${PYTHON:-python3}"
-ROUNDS="${MCP_LOAD_ROUNDS:-1}"
+# shellcheck source=scripts/mcp-load-common.sh
+source "$ROOT/scripts/mcp-load-common.sh"
+mcp_load_args "$@"
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --quick) DURATION=2; WARMUP=0.5 ;;
-    --concurrency) CONCURRENCY="$2"; shift ;;
-    --duration) DURATION="$2"; shift ;;
-    --warmup) WARMUP="$2"; shift ;;
-    --only) ONLY="$2"; shift ;;
-    --rounds) ROUNDS="$2"; shift ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
-
-log() { printf '[mcp-gateway-load] %s\n' "$*" >&2; }
-wants() { [[ ",$ONLY," == *",$1,"* ]]; }
-
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-LOADGEN="$TARGET_DIR/release/toolgate-mcp-load"
 TOOLGATE_BIN="${TOOLGATE_BIN:-$TARGET_DIR/release/toolgate}"
-OUT_DIR="${MCP_LOAD_OUT:-$TARGET_DIR/mcp-load}"
-mkdir -p "$OUT_DIR"
-STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 RESULTS="$OUT_DIR/gateway-$STAMP.jsonl"
 TABLE="$OUT_DIR/gateway-$STAMP.md"
 : >"$RESULTS"
@@ -91,25 +68,9 @@ SERVER_PID=""
 UPSTREAM_PID=""
 NOTES=()
 
-# --- CPU pinning (as scripts/mcp-load.sh) --------------------------------------
-NCPU="$(nproc)"
-SERVER_PIN=()
-CLIENT_PIN=()
-PIN_NOTE="none"
-if [[ "${MCP_LOAD_PIN:-1}" != "0" ]] && command -v taskset >/dev/null && ((NCPU >= 2)); then
-  half=$((NCPU / 2))
-  cpu_range() { if (($1 == $2)); then echo "$1"; else echo "$1-$2"; fi; }
-  SERVER_CPUS="${MCP_LOAD_SERVER_CPUS:-$(cpu_range 0 $((half - 1)))}"
-  CLIENT_CPUS="${MCP_LOAD_CLIENT_CPUS:-$(cpu_range "$half" $((NCPU - 1)))}"
-  SERVER_PIN=(taskset -c "$SERVER_CPUS")
-  CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
-  PIN_NOTE="gateways and upstreams on CPU(s) $SERVER_CPUS, load generator on CPU(s) $CLIENT_CPUS"
-fi
+mcp_load_pin "gateways and upstreams"
 
 # --- processes -----------------------------------------------------------------
-free_port() {
-  "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # launch NAME PORT COMMAND: runs COMMAND (bash, exec'd: $! is the server itself)
 # pinned to the server CPUs and waits until PORT listens; prints the PID.
@@ -133,18 +94,6 @@ launch() {
     sleep 0.1
   done
   echo "$pid"
-}
-
-stop() {
-  local pid="$1"
-  [[ -n "$pid" ]] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
 }
 
 cleanup() {

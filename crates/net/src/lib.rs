@@ -29,10 +29,16 @@
 //! read whole under a cap ([`StreamResponse::bytes`]) or as server-sent events capped one by
 //! one ([`StreamResponse::events`], parsed by [`sse`]), the stream itself uncapped and ended by
 //! cancellation.
+//!
+//! [`PolicyClient::endpoint`] is the same for many requests to one URL (an MCP server's): the
+//! URL parsed and its scheme and literal address checked once, names still checked on every
+//! connection, the caller's prebuilt headers and a shared body sent as they are, and every
+//! redirect refused ([`Endpoint`]).
 
 #![warn(missing_docs, unreachable_pub)]
 
 mod addr;
+mod endpoint;
 pub mod sse;
 mod stream;
 
@@ -50,6 +56,10 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::{BoxFuture, ErrorKind, HttpClient, HttpRequest, HttpResponse, ToolError};
 
 pub use addr::{AddressClass, classify};
+pub use bytes::Bytes;
+pub use endpoint::Endpoint;
+pub use reqwest::Method;
+pub use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 pub use stream::{Redirects, SseEvents, StreamRequest, StreamResponse};
 
 /// Redirects followed by default.
@@ -332,7 +342,7 @@ impl PolicyClient {
                 method,
                 url,
                 request.headers,
-                request.body,
+                request.body.map(Bytes::from),
                 Redirects::Follow,
             )
             .await?;
@@ -346,7 +356,7 @@ impl PolicyClient {
         mut method: reqwest::Method,
         mut url: Url,
         mut headers: Vec<(String, String)>,
-        mut body: Option<Vec<u8>>,
+        mut body: Option<Bytes>,
         redirects: Redirects,
     ) -> Result<(reqwest::Response, Url), ToolError> {
         let mut hops = 0u32;
@@ -360,62 +370,41 @@ impl PolicyClient {
                 builder = builder.body(b.clone());
             }
             let response = builder.send().await.map_err(|e| send_error(&e, &url))?;
+            let Some(next) = redirect_target(&response, &url)? else {
+                return Ok((response, url));
+            };
             let status = response.status();
-            let location = response
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            if status.is_redirection()
-                && let Some(location) = location
-            {
-                let next = url.join(&location).map_err(|e| {
-                    ToolError::execution(format!(
-                        "{} redirected to an invalid location ({e})",
-                        redacted(&url)
-                    ))
-                    .permanent()
-                })?;
-                if redirects == Redirects::Refuse {
-                    return Err(ToolError::execution(format!(
-                        "{} answered with a redirect ({}) to {}; this request is not redirected: use the final address instead",
-                        redacted(&url),
-                        status.as_u16(),
-                        redacted(&next)
-                    ))
-                    .permanent());
-                }
-                if hops >= self.policy.max_redirects {
-                    return Err(ToolError::execution(format!(
-                        "Too many redirects: {} redirected more than {} times; ask for the final address directly",
-                        redacted(&url),
-                        self.policy.max_redirects
-                    ))
-                    .permanent());
-                }
-                if next.origin() != url.origin() {
-                    headers.retain(|(n, _)| {
-                        CROSS_ORIGIN_HEADERS
-                            .iter()
-                            .any(|k| n.eq_ignore_ascii_case(k))
-                    });
-                }
-                let to_get = status == reqwest::StatusCode::SEE_OTHER
-                    || (matches!(status.as_u16(), 301 | 302) && method == reqwest::Method::POST);
-                if to_get && method != reqwest::Method::HEAD {
-                    method = reqwest::Method::GET;
-                    body = None;
-                    headers.retain(|(n, _)| {
-                        !n.eq_ignore_ascii_case("content-type")
-                            && !n.eq_ignore_ascii_case("content-length")
-                    });
-                }
-                tracing::debug!(from = %redacted(&url), to = %redacted(&next), "following redirect");
-                url = next;
-                hops += 1;
-                continue;
+            if redirects == Redirects::Refuse {
+                return Err(refused_redirect(&url, status, &next));
             }
-            return Ok((response, url));
+            if hops >= self.policy.max_redirects {
+                return Err(ToolError::execution(format!(
+                    "Too many redirects: {} redirected more than {} times; ask for the final address directly",
+                    redacted(&url),
+                    self.policy.max_redirects
+                ))
+                .permanent());
+            }
+            if next.origin() != url.origin() {
+                headers.retain(|(n, _)| {
+                    CROSS_ORIGIN_HEADERS
+                        .iter()
+                        .any(|k| n.eq_ignore_ascii_case(k))
+                });
+            }
+            let to_get = status == reqwest::StatusCode::SEE_OTHER
+                || (matches!(status.as_u16(), 301 | 302) && method == reqwest::Method::POST);
+            if to_get && method != reqwest::Method::HEAD {
+                method = reqwest::Method::GET;
+                body = None;
+                headers.retain(|(n, _)| {
+                    !n.eq_ignore_ascii_case("content-type")
+                        && !n.eq_ignore_ascii_case("content-length")
+                });
+            }
+            tracing::debug!(from = %redacted(&url), to = %redacted(&next), "following redirect");
+            url = next;
+            hops += 1;
         }
     }
 
@@ -438,45 +427,68 @@ impl PolicyClient {
         }
         let method = parse_method(&request.method)?;
         let url = parse_url(&request.url)?;
-        let target = redacted(&url);
         let head = self.head(
             method,
             url,
             request.headers,
-            request.body,
+            request.body.map(Bytes::from),
             request.redirects,
         );
+        let (response, url) = self
+            .await_head(head, request.timeout, cancel, || shown(&request.url))
+            .await?;
+        Ok(self.stream_response(response, Arc::new(url), cancel))
+    }
+
+    /// Waits for a response head within `timeout` (if any) unless `cancel` fires first;
+    /// `target` names the URL in the timeout's message.
+    async fn await_head<T>(
+        &self,
+        head: impl Future<Output = Result<T, ToolError>>,
+        timeout: Option<Duration>,
+        cancel: &CancellationToken,
+        target: impl FnOnce() -> String,
+    ) -> Result<T, ToolError> {
         let head = async {
-            match request.timeout {
+            match timeout {
                 Some(limit) => match tokio::time::timeout(limit, head).await {
                     Ok(out) => out,
                     Err(_) => Err(ToolError::new(
                         ErrorKind::Timeout,
-                        format!("{target} did not answer within {} ms", limit.as_millis()),
+                        format!(
+                            "{} did not answer within {} ms",
+                            target(),
+                            limit.as_millis()
+                        ),
                     )
                     .retryable()),
                 },
                 None => head.await,
             }
         };
-        let (response, url) = tokio::select! {
+        tokio::select! {
             biased;
-            () = cancel.cancelled() => return Err(ToolError::cancelled()),
-            out = head => out?,
-        };
-        Ok(StreamResponse {
+            () = cancel.cancelled() => Err(ToolError::cancelled()),
+            out = head => out,
+        }
+    }
+
+    /// A response whose head has arrived from `url`, its body still to be read under the
+    /// policy's caps.
+    fn stream_response(
+        &self,
+        response: reqwest::Response,
+        url: Arc<Url>,
+        cancel: &CancellationToken,
+    ) -> StreamResponse {
+        StreamResponse {
             status: response.status().as_u16(),
-            headers: response
-                .headers()
-                .iter()
-                .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-                .collect(),
             response,
             url,
             cancel: cancel.clone(),
             timeout: self.policy.timeout(),
             max_bytes: self.policy.max_response_bytes,
-        })
+        }
     }
 
     /// Refuses non-HTTP schemes and literal addresses the policy does not allow (names are
@@ -531,6 +543,38 @@ fn parse_url(raw: &str) -> Result<Url, ToolError> {
 
 fn refused(r: Refusal) -> ToolError {
     ToolError::authorization(r.to_string()).permanent()
+}
+
+/// Where `response` (from `url`) redirects to, if it is a redirect with a `Location`.
+fn redirect_target(response: &reqwest::Response, url: &Url) -> Result<Option<Url>, ToolError> {
+    if !response.status().is_redirection() {
+        return Ok(None);
+    }
+    let Some(location) = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(None);
+    };
+    url.join(location).map(Some).map_err(|e| {
+        ToolError::execution(format!(
+            "{} redirected to an invalid location ({e})",
+            redacted(url)
+        ))
+        .permanent()
+    })
+}
+
+/// The refusal of a redirect from `url` to `next` (a request that is never redirected).
+fn refused_redirect(url: &Url, status: reqwest::StatusCode, next: &Url) -> ToolError {
+    ToolError::execution(format!(
+        "{} answered with a redirect ({}) to {}; this request is not redirected: use the final address instead",
+        redacted(url),
+        status.as_u16(),
+        redacted(next)
+    ))
+    .permanent()
 }
 
 impl HttpClient for PolicyClient {

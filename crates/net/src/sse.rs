@@ -67,6 +67,11 @@ impl SseParser {
     /// Feeds bytes; complete events become available from [`SseParser::next_event`].
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(), EventTooLarge> {
         if self.at_start {
+            if self.line.is_empty() && bytes.len() >= BOM.len() {
+                // The whole mark (or its absence) is in this chunk: no need to hold it.
+                self.at_start = false;
+                return self.feed_lines(bytes.strip_prefix(BOM).unwrap_or(bytes));
+            }
             // The mark may arrive split across chunks: hold the start until it is decided.
             self.line.extend_from_slice(bytes);
             if self.line.len() < BOM.len() && BOM.starts_with(&self.line) {
@@ -109,7 +114,15 @@ impl SseParser {
     }
 
     fn end_line(&mut self) -> Result<(), EventTooLarge> {
+        // The line's buffer is kept for the next line (one allocation per stream, not per line).
         let line = std::mem::take(&mut self.line);
+        let out = self.field_line(&line);
+        self.line = line;
+        self.line.clear();
+        out
+    }
+
+    fn field_line(&mut self, line: &[u8]) -> Result<(), EventTooLarge> {
         if line.is_empty() {
             self.dispatch();
             return Ok(());
@@ -126,7 +139,7 @@ impl SseParser {
                 let value = &line[colon + 1..];
                 (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
             }
-            None => (&line[..], &[][..]),
+            None => (line, &[][..]),
         };
         let value = String::from_utf8_lossy(value);
         match field {

@@ -1,8 +1,10 @@
 //! Streamed exchanges ([`PolicyClient::open`](crate::PolicyClient::open)): the request, the
 //! response head, and the body read in a capped whole or as capped server-sent events.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::{self, BoxStream, StreamExt};
 use reqwest::Url;
 use tokio_util::sync::CancellationToken;
@@ -43,9 +45,8 @@ pub struct StreamRequest {
 /// A response whose head has arrived; the body is still to be read.
 pub struct StreamResponse {
     pub(crate) status: u16,
-    pub(crate) headers: Vec<(String, String)>,
     pub(crate) response: reqwest::Response,
-    pub(crate) url: Url,
+    pub(crate) url: Arc<Url>,
     pub(crate) cancel: CancellationToken,
     pub(crate) timeout: Duration,
     pub(crate) max_bytes: u64,
@@ -70,16 +71,20 @@ impl StreamResponse {
     }
 
     /// Every header whose value is text, names in lower case.
-    pub fn headers(&self) -> &[(String, String)] {
-        &self.headers
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.response
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
     }
 
-    /// The first value of header `name` (any case).
+    /// The first text value of header `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
+        self.response
+            .headers()
+            .get_all(name)
             .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .find_map(|v| v.to_str().ok())
     }
 
     /// The `Content-Length` the server announced, if any.
@@ -93,31 +98,41 @@ impl StreamResponse {
     }
 
     /// The whole body, refused beyond `cap` bytes (and beyond the policy's
-    /// `max_response_bytes`), read within the policy's timeout.
-    pub async fn bytes(self, cap: u64) -> Result<Vec<u8>, ToolError> {
+    /// `max_response_bytes`), read within the policy's timeout. A body that arrives in one
+    /// piece is returned as it came, without a copy.
+    pub async fn bytes(self, cap: u64) -> Result<Bytes, ToolError> {
         let cap = cap.min(self.max_bytes);
-        let at = redacted(&self.url);
-        let too_big = || {
+        let too_big = |url: &Url| {
             ToolError::execution(format!(
-                "The response from {at} is larger than the {} limit; ask for a smaller resource",
+                "The response from {} is larger than the {} limit; ask for a smaller resource",
+                redacted(url),
                 human_bytes(cap)
             ))
             .permanent()
         };
         if self.response.content_length().is_some_and(|n| n > cap) {
-            return Err(too_big());
+            return Err(too_big(&self.url));
         }
         let url = self.url;
         let mut response = self.response;
         let read = async {
-            let mut body = Vec::new();
+            let mut first: Option<Bytes> = None;
+            let mut more = BytesMut::new();
             while let Some(chunk) = response.chunk().await.map_err(|e| send_error(&e, &url))? {
-                if body.len() as u64 + chunk.len() as u64 > cap {
-                    return Err(too_big());
+                let held = first.as_ref().map_or(0, Bytes::len) + more.len();
+                if held as u64 + chunk.len() as u64 > cap {
+                    return Err(too_big(&url));
                 }
-                body.extend_from_slice(&chunk);
+                match first.take() {
+                    None if more.is_empty() => first = Some(chunk),
+                    None => more.extend_from_slice(&chunk),
+                    Some(earlier) => {
+                        more.extend_from_slice(&earlier);
+                        more.extend_from_slice(&chunk);
+                    }
+                }
             }
-            Ok(body)
+            Ok(first.unwrap_or_else(|| more.freeze()))
         };
         tokio::select! {
             biased;
@@ -125,7 +140,11 @@ impl StreamResponse {
             out = tokio::time::timeout(self.timeout, read) => out.unwrap_or_else(|_| {
                 Err(ToolError::new(
                     ErrorKind::Timeout,
-                    format!("{at} did not finish its answer within {} ms", self.timeout.as_millis()),
+                    format!(
+                        "{} did not finish its answer within {} ms",
+                        redacted(&url),
+                        self.timeout.as_millis()
+                    ),
                 )
                 .retryable())
             }),
@@ -187,7 +206,7 @@ impl StreamResponse {
 
 struct EventState {
     response: reqwest::Response,
-    url: Url,
+    url: Arc<Url>,
     cancel: CancellationToken,
     parser: SseParser,
     /// The error to deliver once the events parsed before it are out.

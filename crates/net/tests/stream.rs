@@ -1,6 +1,7 @@
-//! Streamed exchanges (`PolicyClient::open`) against real local servers: the policy's address
-//! check, redirects refused or followed, server-sent events capped one by one (a long stream
-//! passes, one large event does not), whole bodies capped, and cancellation mid-stream.
+//! Streamed exchanges (`PolicyClient::open`, and `Endpoint::open` to a fixed URL) against real
+//! local servers: the policy's address check, redirects refused or followed, server-sent events
+//! capped one by one (a long stream passes, one large event does not), whole bodies capped, and
+//! cancellation mid-stream.
 #![cfg(test)]
 
 use std::convert::Infallible;
@@ -12,7 +13,9 @@ use axum::http::{StatusCode, header};
 use axum::routing::{get, post};
 use futures_util::StreamExt;
 use toolgate_core::{CancellationToken, ErrorKind};
-use toolgate_net::{NetPolicy, PolicyClient, Redirects, StreamRequest};
+use toolgate_net::{
+    Bytes, HeaderMap, HeaderValue, Method, NetPolicy, PolicyClient, Redirects, StreamRequest,
+};
 
 async fn serve() -> SocketAddr {
     let app = Router::new()
@@ -191,7 +194,7 @@ async fn a_whole_body_is_capped() {
     let client = local();
     let cancel = CancellationToken::new();
     let small = client.open(post("{\"a\":1}"), &cancel).await.unwrap();
-    assert_eq!(small.bytes(100).await.unwrap(), b"{\"a\":1}");
+    assert_eq!(&small.bytes(100).await.unwrap()[..], b"{\"a\":1}");
     let big = client.open(post(&"x".repeat(200)), &cancel).await.unwrap();
     let err = big.bytes(100).await.unwrap_err();
     assert!(
@@ -222,4 +225,72 @@ async fn cancelling_ends_an_endless_stream() {
     .await
     .expect("the stream ends once cancelled");
     assert_eq!(end.unwrap().unwrap_err().kind(), ErrorKind::Cancelled);
+}
+
+fn json_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    headers
+}
+
+#[tokio::test]
+async fn an_endpoint_sends_its_request_and_refuses_a_redirect() {
+    let addr = serve().await;
+    let client = local();
+    let cancel = CancellationToken::new();
+    let body = || Some(Bytes::from_static(b"{\"a\":1}"));
+    let json = client.endpoint(&format!("http://{addr}/json")).unwrap();
+    let answer = json
+        .open(Method::POST, json_headers(), body(), None, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(&answer.bytes(100).await.unwrap()[..], b"{\"a\":1}");
+    // The 307 would come back as an answer (the client follows nothing by itself): the
+    // endpoint refuses it, naming where it pointed.
+    let moved = client.endpoint(&format!("http://{addr}/moved")).unwrap();
+    let err = moved
+        .open(Method::POST, json_headers(), body(), None, &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Execution);
+    assert_eq!(
+        err.message(),
+        format!(
+            "http://{addr}/moved answered with a redirect (307) to http://{addr}/json; this request is not redirected: use the final address instead"
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_is_under_the_policy() {
+    let addr = serve().await;
+    let strict = PolicyClient::new(NetPolicy::default()).unwrap();
+    // Refused when made: a scheme other than http(s), a literal address the policy refuses.
+    let err = strict.endpoint("file:///etc/passwd").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Authorization, "{err}");
+    let err = strict.endpoint(&format!("http://{addr}/json")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Authorization, "{err}");
+    assert!(err.message().contains("private_hosts"), "{}", err.message());
+    // A name is checked as each connection is made: localhost is not 127.0.0.1's exemption.
+    let by_name = local()
+        .endpoint(&format!("http://localhost:{}/json", addr.port()))
+        .unwrap();
+    let err = by_name
+        .open(
+            Method::POST,
+            json_headers(),
+            None,
+            Some(Duration::from_secs(5)),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Authorization, "{err}");
+    assert!(
+        err.message()
+            .starts_with("Network policy refused localhost ("),
+        "{}",
+        err.message()
+    );
 }

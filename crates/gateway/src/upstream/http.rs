@@ -33,7 +33,10 @@ use rmcp::transport::streamable_http_client::{
 };
 use tokio_util::sync::CancellationToken;
 use toolgate_core::ToolError;
-use toolgate_net::{NetPolicy, PolicyClient, Redirects, StreamRequest, StreamResponse};
+use toolgate_net::{
+    Bytes, Endpoint, HeaderMap, Method, NetPolicy, PolicyClient, Redirects, StreamRequest,
+    StreamResponse,
+};
 
 use crate::GatewayError;
 
@@ -164,7 +167,7 @@ impl PolicyConnector {
                 let (transport, client) = this
                     .open(&target.label, &target.url, &target.headers)
                     .await?;
-                let lane = super::http_lane::HttpLane::new(client, &target.url);
+                let lane = super::http_lane::HttpLane::new(client, &target.url)?;
                 let lane: Arc<dyn super::lane::Lane> = Arc::new(lane);
                 Ok((transport, Some(lane)))
             }
@@ -197,6 +200,8 @@ struct Inner {
     server: String,
     /// The entry's headers, validated; values may be secrets (never shown).
     headers: Vec<(String, String)>,
+    /// The same as a header map (values marked sensitive), the start of every lane request's.
+    entry: HeaderMap,
     /// Stops every request and stream of this client ([`PolicyHttpClient::close`]).
     cancel: CancellationToken,
     /// The session rmcp last posted in, for the fast lane (`None` until rmcp has posted
@@ -206,12 +211,24 @@ struct Inner {
 
 /// The session of an HTTP upstream as rmcp negotiated it: what a request outside rmcp's
 /// client must carry to be part of it.
-#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct LaneSession {
     /// `Mcp-Session-Id` (`None`: the server keeps no sessions).
     pub(crate) id: Option<Arc<str>>,
     /// `MCP-Protocol-Version`.
     pub(crate) version: Option<String>,
+    /// Every header of a lane POST in this session (the entry's, then MCP's own), built once
+    /// per session rather than once per call.
+    post: HeaderMap,
+}
+
+impl std::fmt::Debug for LaneSession {
+    // The headers are left out: the entry's may hold credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaneSession")
+            .field("id", &self.id)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for PolicyHttpClient {
@@ -235,20 +252,25 @@ impl PolicyHttpClient {
     ) -> Result<Self, GatewayError> {
         let mut problems = Vec::new();
         let mut kept = Vec::new();
+        let mut entry = HeaderMap::new();
         for (name, value) in headers {
             let lower = name.to_ascii_lowercase();
-            if HeaderName::from_bytes(name.as_bytes()).is_err() {
+            let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
                 problems.push(format!("`{name}` is not a valid header name"));
-            } else if is_mcp_header(&lower) {
+                continue;
+            };
+            if is_mcp_header(&lower) {
                 problems.push(format!("`{name}` is set by MCP itself (remove it)"));
             } else if TRANSPORT_HEADERS.contains(&lower.as_str()) {
                 problems.push(format!("`{name}` is set by HTTP itself (remove it)"));
-            } else if HeaderValue::from_str(value).is_err() {
+            } else if let Ok(mut v) = HeaderValue::from_str(value) {
+                v.set_sensitive(true);
+                entry.append(header, v);
+                kept.push((lower, value.clone()));
+            } else {
                 problems.push(format!(
                     "the value of `{name}` holds characters a header cannot carry (a line break or a control character)"
                 ));
-            } else {
-                kept.push((lower, value.clone()));
             }
         }
         if !problems.is_empty() {
@@ -262,6 +284,7 @@ impl PolicyHttpClient {
                 net,
                 server: server.to_owned(),
                 headers: kept,
+                entry,
                 cancel: CancellationToken::new(),
                 session: Mutex::new(None),
             }),
@@ -319,9 +342,23 @@ impl PolicyHttpClient {
         {
             return;
         }
+        let mut post = self.inner.entry.clone();
+        post.insert(http::header::ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));
+        post.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+        if let Some(id) = id
+            && let Ok(value) = HeaderValue::from_str(id)
+        {
+            post.insert(HeaderName::from_static(SESSION_ID), value);
+        }
+        if let Some(version) = version
+            && let Ok(value) = HeaderValue::from_str(version)
+        {
+            post.insert(HeaderName::from_static("mcp-protocol-version"), value);
+        }
         *slot = Some(Arc::new(LaneSession {
             id: id.cloned(),
             version: version.map(str::to_owned),
+            post,
         }));
     }
 
@@ -336,24 +373,44 @@ impl PolicyHttpClient {
     }
 
     /// The headers of a request the lane sends in `session`: the entry's and MCP's own (a
-    /// POST's, or with `last_event_id` a GET resuming a stream's).
+    /// POST's, or with `last_event_id` a GET resuming a stream's; `None` if that id cannot be
+    /// a header value).
     pub(crate) fn lane_headers(
         &self,
         session: &LaneSession,
         last_event_id: Option<&str>,
-    ) -> Vec<(String, String)> {
-        let mut own = vec![("accept", ACCEPT_BOTH)];
-        match last_event_id {
-            Some(last) => own.push((LAST_EVENT_ID, last)),
-            None => own.push(("content-type", JSON)),
+    ) -> Option<HeaderMap> {
+        let mut headers = session.post.clone();
+        if let Some(last) = last_event_id {
+            headers.remove(http::header::CONTENT_TYPE);
+            headers.insert(
+                HeaderName::from_static(LAST_EVENT_ID),
+                HeaderValue::from_str(last).ok()?,
+            );
         }
-        if let Some(id) = &session.id {
-            own.push((SESSION_ID, id));
-        }
-        if let Some(version) = &session.version {
-            own.push(("mcp-protocol-version", version));
-        }
-        self.headers(&HashMap::new(), &own)
+        Some(headers)
+    }
+
+    /// The lane's [`Endpoint`] for `url`, under this client's policy.
+    pub(crate) fn lane_endpoint(&self, url: &str) -> Result<Endpoint, GatewayError> {
+        self.inner.net.endpoint(url).map_err(|e| {
+            GatewayError::Unavailable(format!("Server {}: {}", self.inner.server, e.message()))
+        })
+    }
+
+    /// A lane request to `endpoint` (never redirected), stopped with the client.
+    pub(crate) async fn lane_open(
+        &self,
+        endpoint: &Endpoint,
+        method: Method,
+        headers: HeaderMap,
+        body: Option<Bytes>,
+        timeout: Option<Duration>,
+    ) -> Result<StreamResponse, StreamableHttpError<ToolError>> {
+        endpoint
+            .open(method, headers, body, timeout, &self.inner.cancel)
+            .await
+            .map_err(|e| self.client_error(e))
     }
 
     /// The headers of one request: the entry's, then MCP's (from rmcp, filtered), then the
@@ -461,9 +518,12 @@ fn status_error(response: &StreamResponse) -> Option<HttpStatusError> {
 }
 
 pub(crate) fn content_type_is(response: &StreamResponse, mime: &str) -> bool {
-    response
-        .header("content-type")
-        .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with(mime))
+    response.header("content-type").is_some_and(|ct| {
+        ct.trim_start()
+            .as_bytes()
+            .get(..mime.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(mime.as_bytes()))
+    })
 }
 
 fn preview(body: &[u8]) -> String {
@@ -583,7 +643,7 @@ impl StreamableHttpClient for PolicyHttpClient {
             let body = response
                 .bytes(MAX_ERROR_BODY)
                 .await
-                .unwrap_or_else(|e| e.message().as_bytes().to_vec());
+                .unwrap_or_else(|e| Bytes::from(e.message().to_owned()));
             if is_json
                 && status != 401
                 && status != 403

@@ -30,11 +30,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{BoxFuture, ToolContext};
-use toolgate_net::{SseEvents, StreamResponse};
+use toolgate_net::{Bytes, Endpoint, Method, SseEvents, StreamResponse};
 
 use super::client::{RouteGuard, elicit, sample, to_level};
 use super::http::{EVENT_STREAM, JSON, LaneSession, PolicyHttpClient, content_type_is};
 use super::lane::{CallRequest, Lane, LaneOutcome};
+use crate::GatewayError;
 
 /// The first protocol revision whose requests carry headers derived from their content
 /// (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`): the lane leaves sessions at it to rmcp.
@@ -53,18 +54,20 @@ const MAX_ERROR_BODY: u64 = 64 * 1024;
 /// The fast lane of one Streamable HTTP connection.
 pub(crate) struct HttpLane {
     client: PolicyHttpClient,
-    url: Arc<str>,
+    /// The server's url, parsed and checked once for every call (each connection is still
+    /// checked by the policy's resolver).
+    endpoint: Endpoint,
     next: AtomicU64,
 }
 
 impl HttpLane {
     /// A lane posting to `url` through `client` (the one rmcp's transport uses).
-    pub(crate) fn new(client: PolicyHttpClient, url: &str) -> Self {
-        Self {
+    pub(crate) fn new(client: PolicyHttpClient, url: &str) -> Result<Self, GatewayError> {
+        Ok(Self {
+            endpoint: client.lane_endpoint(url)?,
             client,
-            url: Arc::from(url),
             next: AtomicU64::new(1),
-        }
+        })
     }
 }
 
@@ -111,17 +114,19 @@ fn malformed(server: &str, what: &str) -> LaneOutcome {
     ))
 }
 
+/// The outcome of a response to the call: its error if it has one, else its result.
+fn answered(error: Option<ErrorData>, result: Option<CallToolResult>, server: &str) -> LaneOutcome {
+    match (error, result) {
+        (Some(error), _) => LaneOutcome::Refused(error),
+        (None, Some(result)) => LaneOutcome::Done(result),
+        (None, None) => malformed(server, "answered with neither a result nor an error"),
+    }
+}
+
 impl Reply {
     fn outcome(body: &[u8], server: &str) -> LaneOutcome {
         match serde_json::from_slice::<Reply>(body) {
-            Ok(Reply {
-                error: Some(error), ..
-            }) => LaneOutcome::Refused(error),
-            Ok(Reply {
-                result: Some(result),
-                ..
-            }) => LaneOutcome::Done(result),
-            Ok(_) => malformed(server, "answered with neither a result nor an error"),
+            Ok(Reply { error, result }) => answered(error, result, server),
             Err(e) => malformed(
                 server,
                 &format!("answered with something other than a tool result ({e})"),
@@ -133,7 +138,7 @@ impl Reply {
 /// Posts `notifications/cancelled` for the call if dropped while armed.
 struct CancelOnDrop {
     client: PolicyHttpClient,
-    url: Arc<str>,
+    endpoint: Endpoint,
     session: Arc<LaneSession>,
     id: Option<Arc<str>>,
 }
@@ -147,7 +152,7 @@ impl Drop for CancelOnDrop {
             return;
         };
         let client = self.client.clone();
-        let url = Arc::clone(&self.url);
+        let endpoint = self.endpoint.clone();
         let session = Arc::clone(&self.session);
         runtime.spawn(async move {
             let body = serde_json::json!({
@@ -158,7 +163,7 @@ impl Drop for CancelOnDrop {
                     "reason": "toolgate's caller cancelled the call, or it timed out",
                 },
             });
-            post_notice(&client, &url, &session, &body).await;
+            post_notice(&client, &endpoint, &session, &body).await;
         });
     }
 }
@@ -167,17 +172,25 @@ impl Drop for CancelOnDrop {
 /// traced (the call it belongs to has its own outcome).
 async fn post_notice(
     client: &PolicyHttpClient,
-    url: &str,
+    endpoint: &Endpoint,
     session: &LaneSession,
     message: &impl Serialize,
 ) {
-    let Ok(body) = serde_json::to_vec(message) else {
+    let (Ok(body), Some(headers)) = (
+        serde_json::to_vec(message),
+        client.lane_headers(session, None),
+    ) else {
         return;
     };
-    let headers = client.lane_headers(session, None);
     let sent = tokio::time::timeout(
         NOTICE_TIMEOUT,
-        client.open("POST", url, headers, Some(body), Some(NOTICE_TIMEOUT)),
+        client.lane_open(
+            endpoint,
+            Method::POST,
+            headers,
+            Some(Bytes::from(body)),
+            Some(NOTICE_TIMEOUT),
+        ),
     )
     .await;
     match sent {
@@ -227,19 +240,27 @@ impl HttpLane {
         let id = NumberOrString::String(Arc::clone(&id_text));
         route.bind(ProgressToken(id.clone()), id.clone());
         let request = CallRequest::new(&id_text, tool, arguments);
-        let Ok(body) = serde_json::to_vec(&request) else {
+        let (Ok(body), Some(headers)) = (
+            serde_json::to_vec(&request),
+            self.client.lane_headers(&session, None),
+        ) else {
             return LaneOutcome::Fallback;
         };
-        let headers = self.client.lane_headers(&session, None);
         let mut cancel = CancelOnDrop {
             client: self.client.clone(),
-            url: Arc::clone(&self.url),
+            endpoint: self.endpoint.clone(),
             session: Arc::clone(&session),
             id: Some(Arc::clone(&id_text)),
         };
         let response = match self
             .client
-            .open("POST", &self.url, headers, Some(body), None)
+            .lane_open(
+                &self.endpoint,
+                Method::POST,
+                headers,
+                Some(Bytes::from(body)),
+                None,
+            )
             .await
         {
             Ok(response) => response,
@@ -343,14 +364,11 @@ impl HttpLane {
             };
             let event = match item {
                 Some(Ok(event)) => event,
-                Some(Err(e)) => {
-                    tracing::debug!(%server, error = %e, "a call's event stream broke");
-                    if self.resume(&mut stream, session).await {
-                        continue;
+                ended => {
+                    // Broken or ended before the answer: resumed if the server allows it.
+                    if let Some(Err(e)) = ended {
+                        tracing::debug!(%server, error = %e, "a call's event stream broke");
                     }
-                    return LaneOutcome::Lost;
-                }
-                None => {
                     if self.resume(&mut stream, session).await {
                         continue;
                     }
@@ -382,13 +400,7 @@ impl HttpLane {
             };
             match (message.method, message.id) {
                 (None, Some(reply_to)) if &reply_to == id => {
-                    return match (message.error, message.result) {
-                        (Some(error), _) => LaneOutcome::Refused(error),
-                        (None, Some(result)) => LaneOutcome::Done(result),
-                        (None, None) => {
-                            malformed(server, "answered with neither a result nor an error")
-                        }
-                    };
+                    return answered(message.error, message.result, server);
                 }
                 (None, _) => {}
                 (Some(_), None) => self.notification(data, token, route, ctx, &withdrawn),
@@ -419,11 +431,13 @@ impl HttpLane {
         stream.resumes += 1;
         let wait = stream.retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY);
         tokio::time::sleep(wait).await;
-        let headers = self.client.lane_headers(session, Some(&last_id));
+        let Some(headers) = self.client.lane_headers(session, Some(&last_id)) else {
+            return false;
+        };
         let timeout = Some(self.client.policy_timeout());
         let Ok(response) = self
             .client
-            .open("GET", &self.url, headers, None, timeout)
+            .lane_open(&self.endpoint, Method::GET, headers, None, timeout)
             .await
         else {
             return false;
@@ -517,6 +531,6 @@ impl HttpLane {
             Ok(result) => ClientJsonRpcMessage::response(result, request.id),
             Err(error) => ClientJsonRpcMessage::error(error, Some(request.id)),
         };
-        post_notice(&self.client, &self.url, session, &message).await;
+        post_notice(&self.client, &self.endpoint, session, &message).await;
     }
 }
