@@ -14,6 +14,7 @@ mod exit;
 mod init;
 mod install;
 mod output_types;
+mod problems;
 mod prompt;
 mod serve;
 mod servers;

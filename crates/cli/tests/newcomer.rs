@@ -436,3 +436,62 @@ fn the_init_config_shows_every_section_of_the_schema() {
         );
     }
 }
+
+const FIVE_MISTAKES: &str = r#"name = "get_weather"
+description = "Current weather for a city. Use for conditions now."
+effect = "destroy"
+tags = "weather"
+
+[[parameters]]
+name = "city"
+type = "string"
+description = "City name"
+requird = true
+
+[[parameters]]
+name = "days"
+type = "int"
+
+[constraints]
+timeout_ms = 999
+"#;
+
+#[test]
+fn a_definition_with_five_mistakes_gets_all_five_in_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("weather.toml"), FIVE_MISTAKES).unwrap();
+    let out = in_dir(dir.path(), &["tools", "validate", "weather.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!(text(&out.stdout));
+
+    // JSON and YAML: the same problems, found by their keys.
+    let json = r#"{
+  "name": "get_weather",
+  "description": "Current weather for a city. Use for conditions now.",
+  "effect": "destroy",
+  "parameters": [
+    {"name": "city", "type": "string", "requird": true}
+  ]
+}
+"#;
+    let yaml = "name: get_weather\ndescription: Current weather for a city. Use for conditions now.\neffect: destroy\nparameters:\n  - name: city\n    type: string\n    requird: true\n";
+    for (file, body) in [("weather.json", json), ("weather.yaml", yaml)] {
+        std::fs::write(dir.path().join(file), body).unwrap();
+        let out = in_dir(dir.path(), &["tools", "validate", file]);
+        let report = text(&out.stdout);
+        let lines = if file.ends_with("json") {
+            (4, 6)
+        } else {
+            (3, 7)
+        };
+        assert!(
+            report.contains("effect: \"destroy\" is not one of")
+                && report.contains(&format!("(line {}, column", lines.0))
+                && report.contains(
+                    "parameters[0].requird: unknown field `requird`; did you mean `required`?"
+                )
+                && report.contains(&format!("(line {}, column", lines.1)),
+            "{file}:\n{report}"
+        );
+    }
+}
