@@ -11,6 +11,7 @@ fn after_help() -> String {
 
 const EXAMPLES: &str = "\
 Examples:
+  toolgate init my-tools                           # a starter config, example tools, schemas
   toolgate serve                                   # http://127.0.0.1:7878/mcp and /v1
   toolgate serve --stdio                           # MCP over stdio, for desktop clients
   toolgate call calculator --args '{\"expression\": \"2 * (3 + 4)\"}'
@@ -22,6 +23,7 @@ Examples:
   toolgate audit --limit 5 && toolgate audit verify
   toolgate servers list && toolgate servers approve files --all   # upstream MCP servers
   toolgate completions bash > ~/.local/share/bash-completion/completions/toolgate
+  toolgate schema definition > definition.schema.json   # for editors (docs/schemas/)
 
 Logs go to standard error; set TOOLGATE_LOG=debug (or RUST_LOG) for more.";
 
@@ -132,6 +134,24 @@ pub enum Command {
     #[command(after_help = INSTALL_EXAMPLES)]
     Install(InstallArgs),
 
+    /// Start a project in DIR (default: here): a commented toolgate.toml, example tools, editor
+    /// schemas and a .gitignore for the database.
+    ///
+    /// toolgate.toml lists every section with its defaults; tools/ holds one example of each
+    /// kind that needs no internet (a command tool, an http tool asking the local toolgate
+    /// server, a declared-only tool); schemas/ the JSON Schemas the files point editors to.
+    /// Nothing is overwritten: if any of these files exists, nothing is written. The next
+    /// commands to run are printed.
+    Init(InitArgs),
+
+    /// Print the JSON Schema of a definition file or of toolgate.toml, for editors and checkers.
+    ///
+    /// The schemas are generated from the types the parser reads (docs/schemas/ in the
+    /// repository holds the same files). Hook them up with `#:schema PATH` on a TOML file's
+    /// first line (taplo), `# yaml-language-server: $schema=PATH` in YAML, `"$schema": "PATH"`
+    /// in a JSON definition, or VS Code's `json.schemas` setting.
+    Schema(SchemaArgs),
+
     /// Print a shell completion script on stdout.
     ///
     /// bash: `toolgate completions bash > ~/.local/share/bash-completion/completions/toolgate`
@@ -188,6 +208,29 @@ pub enum McpClient {
     Vscode,
     /// Windsurf: ~/.codeium/windsurf/mcp_config.json.
     Windsurf,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The project folder (created if missing) [default: the current directory].
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Which file's schema.
+    #[arg(value_enum)]
+    pub of: SchemaOf,
+}
+
+/// The documents `toolgate schema` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaOf {
+    /// A tool definition file (TOML, JSON or YAML).
+    Definition,
+    /// The configuration file, toolgate.toml.
+    Config,
 }
 
 #[derive(Debug, Args)]

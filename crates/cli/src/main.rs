@@ -11,8 +11,10 @@ mod call;
 mod cli;
 mod definitions;
 mod exit;
+mod init;
 mod install;
 mod output_types;
+mod problems;
 mod prompt;
 mod serve;
 mod servers;
@@ -119,6 +121,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::OutputTypes(cmd) => output_types::run(&App::new(g).await?, cmd).await,
         Command::Servers(cmd) => servers::run(&App::new(g).await?, cmd).await,
         Command::Install(args) => install::run(g, args),
+        Command::Init(args) => init::run(args),
+        Command::Schema(args) => {
+            let schema = match args.of {
+                cli::SchemaOf::Definition => toolgate_core::definition_schema(),
+                cli::SchemaOf::Config => toolgate_runtime::config_schema(),
+            };
+            let mut text = serde_json::to_string_pretty(&schema)?;
+            text.push('\n');
+            std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes())?;
+            Ok(exit::code(exit::SUCCESS))
+        }
         Command::Completions(args) => {
             // Generated in memory: clap_complete panics on a failed write, `head` closing the
             // pipe must stay a quiet success like everywhere else.

@@ -261,6 +261,22 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
     let app = App::with_excluded(global, &names).await?;
     let started = std::time::Instant::now();
     let mut results = app::register_in_order(&app.registry, parsed);
+    // A file serde stopped reading at its first mistake: find all of them.
+    for loaded in &mut results {
+        if let Err(failure) = &mut loaded.outcome
+            && failure.report.is_none()
+            && let Some(format) = toolgate_core::Format::from_path(&loaded.path)
+            && let Ok(text) = std::fs::read_to_string(&loaded.path)
+        {
+            let errors = crate::problems::of_document(&text, format);
+            if !errors.is_empty() {
+                failure.report = Some(toolgate_core::ValidationReport {
+                    errors,
+                    warnings: Vec::new(),
+                });
+            }
+        }
+    }
     let per_file = started.elapsed() / u32::try_from(results.len().max(1)).unwrap_or(u32::MAX);
     for loaded in &results {
         if let Ok(spec) = &loaded.outcome {

@@ -6,12 +6,24 @@
 //! definition loaded from a file and written back says exactly what the file said. The validated,
 //! resolved form with every default applied is [`crate::ToolSpec`].
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Functional domain of a tool (`docs/tool-model.md#definition-fields`).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Default,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
@@ -36,7 +48,18 @@ pub enum Category {
 
 /// Mutation class of a tool (`docs/tool-model.md#effect`).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Default,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
@@ -53,7 +76,18 @@ pub enum Effect {
 
 /// Real-world impact of a call, independent of its [`Effect`] (`docs/tool-model.md#consequence`).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Default,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Consequence {
@@ -68,7 +102,7 @@ pub enum Consequence {
 
 /// Shorthand for (consequence, confirmation); explicit fields win over it
 /// (`docs/tool-model.md#safety-level`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SafetyLevel {
     /// Low consequence, no confirmation.
@@ -92,7 +126,18 @@ impl SafetyLevel {
 
 /// OS-level isolation a tool must run in (`docs/tool-model.md#isolation`), weakest first.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Default,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Isolation {
@@ -111,7 +156,7 @@ pub enum Isolation {
 /// MCP's `execution.taskSupport`): answered at once with a task handle, the result read later
 /// with `tasks/get`. The default is `optional` for a tool that requires confirmation (its call
 /// waits for a person's yes) and `forbidden` for every other tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskSupport {
     /// Calls are always answered directly.
@@ -123,7 +168,7 @@ pub enum TaskSupport {
 }
 
 /// JSON type of a typed parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ParamType {
     /// A JSON string.
@@ -182,10 +227,11 @@ impl ParamType {
 }
 
 /// One typed parameter (`docs/tool-model.md#parameters`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Parameter {
     /// The argument's key: snake_case, unique within the tool.
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9_]*$"), length(min = 1, max = 64))]
     pub name: String,
     /// What the argument means (a missing one is a warning).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -201,6 +247,9 @@ pub struct Parameter {
         default,
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(
+        description = "The value a call that omits the parameter gets: of the parameter's type, in its enum, never with `required` or `sensitive`."
     )]
     pub default: Option<Value>,
     /// The allowed values (`enum` in files), each of the parameter's type.
@@ -274,13 +323,15 @@ impl Parameter {
 
 /// Execution limits (`docs/tool-model.md#constraints`); absent fields take the defaults in
 /// [`crate::limits`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Constraints {
     /// Per-attempt timeout in milliseconds (1000–600000, default 15000).
+    #[schemars(range(min = crate::limits::MIN_TIMEOUT_MS, max = crate::limits::MAX_TIMEOUT_MS))]
     #[serde(default, alias = "timeoutMs", skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// Output cap in bytes (1 KiB–100 MiB, default 10 MiB); larger output is cut, not refused.
+    #[schemars(range(min = crate::limits::MIN_OUTPUT_BYTES, max = crate::limits::MAX_OUTPUT_BYTES))]
     #[serde(
         default,
         alias = "maxOutputBytes",
@@ -303,6 +354,7 @@ pub struct Constraints {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retryable: Option<bool>,
     /// Most attempts for retryable failures (1–10, default 3).
+    #[schemars(range(min = 1, max = crate::limits::MAX_ATTEMPTS))]
     #[serde(
         default,
         alias = "maxAttempts",
@@ -312,9 +364,13 @@ pub struct Constraints {
 }
 
 /// How a declarative tool executes: `kind` plus kind-specific settings kept as written.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunSpec {
     /// The run kind, one of [`RUN_KINDS`] (`docs/tool-model.md#run-kinds`).
+    #[schemars(
+        extend("enum" = RUN_KINDS),
+        description = "The run kind: `http` and `command` run; `builtin`, `wasm` and `mcp` are reserved (docs/tool-model.md#run-kinds)."
+    )]
     pub kind: String,
     /// The kind's own settings, checked by the installed [`crate::RunKind`].
     #[serde(flatten)]
@@ -325,15 +381,22 @@ pub struct RunSpec {
 pub const RUN_KINDS: &[&str] = &["builtin", "http", "command", "wasm", "mcp"];
 
 /// A tool definition as written by a person or a program (`docs/tool-model.md#definition-fields`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDefinition {
+    /// `"$schema"`: a JSON Schema link for editors, accepted and ignored (never written back).
+    #[serde(rename = "$schema", default, skip_serializing)]
+    #[schemars(description = "The JSON Schema of this file, for editors; ignored by toolgate.")]
+    pub schema_link: SchemaLink,
     /// The tool's name (`docs/tool-model.md#naming-rules`).
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9_]*$"), length(min = 1, max = 64))]
     pub name: String,
     /// Display name, 1–128 characters.
+    #[schemars(length(min = 1, max = 128))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     /// The routing contract: what the tool does and when to use it (at most 1024 characters).
+    #[schemars(length(min = 1, max = crate::limits::MAX_DESCRIPTION_LEN))]
     #[serde(default)]
     pub description: String,
     /// Functional domain (default `system`).
@@ -378,6 +441,7 @@ pub struct ToolDefinition {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required: Vec<String>,
     /// A raw JSON Schema object schema for the arguments (not with `parameters`).
+    #[schemars(extend("type" = "object"))]
     #[serde(
         default,
         alias = "inputSchema",
@@ -425,6 +489,7 @@ impl ToolDefinition {
     /// A definition with the given name and description and every other field at its default.
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
         Self {
+            schema_link: SchemaLink,
             name: name.into(),
             title: None,
             description: description.into(),
@@ -488,6 +553,30 @@ wire_names! {
     SafetyLevel { Safe => "safe", Cautious => "cautious", Dangerous => "dangerous" }
     TaskSupport { Forbidden => "forbidden", Optional => "optional", Required => "required" }
     Isolation { None => "none", Standard => "standard", Strict => "strict", Restricted => "restricted" }
+}
+
+/// A definition file's `"$schema"` (an editor's JSON Schema link): any value is accepted and
+/// dropped, so a definition with one equals the same definition without.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchemaLink;
+
+impl<'de> Deserialize<'de> for SchemaLink {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| SchemaLink)
+    }
+}
+
+impl JsonSchema for SchemaLink {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SchemaLink".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A JSON Schema for editors (like `https://…/definition.schema.json`); ignored by toolgate."
+        })
+    }
 }
 
 /// Distinguishes a present `null` from an absent key.

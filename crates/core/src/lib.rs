@@ -32,6 +32,7 @@
 mod content;
 mod context;
 mod definition;
+mod editor_schema;
 mod envelope;
 mod error;
 mod format;
@@ -59,8 +60,9 @@ pub use context::{
 };
 pub use definition::{
     Category, Consequence, Constraints, Effect, Isolation, ParamType, Parameter, RUN_KINDS,
-    RunSpec, SafetyLevel, TaskSupport, ToolDefinition,
+    RunSpec, SafetyLevel, SchemaLink, TaskSupport, ToolDefinition,
 };
+pub use editor_schema::{DEFINITION_ALIASES, add_aliases, definition_schema, published};
 pub use envelope::{CallId, ErrorKind, Outcome, ToolResult};
 pub use error::{CANCELLED_MESSAGE, CoreError, CoreErrorKind, ErrorChain, ToolError, error_chain};
 pub use format::Format;

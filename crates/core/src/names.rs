@@ -212,6 +212,22 @@ impl<'de> Deserialize<'de> for Permission {
     }
 }
 
+impl schemars::JsonSchema for Permission {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Permission".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // The rule of [`Permission::parse`].
+        schemars::json_schema!({
+            "type": "string",
+            "maxLength": 128,
+            "pattern": r"^(\*|[a-z0-9_-]+(\.[a-z0-9_-]+)*(\.\*)?)$",
+            "description": "Dot-separated lowercase segments like `tool.filesystem.read`; as a grant, a final `*` is a wildcard (`tool.filesystem.*`, or `*` for all)."
+        })
+    }
+}
+
 /// A `host:port` allow-list entry (a command tool's or an MCP server's `allowed_hosts`): a DNS
 /// name or IPv4 address, lowercased, and a port 1-65535; `None` when it is not one.
 pub fn parse_host_port(s: &str) -> Option<(String, u16)> {

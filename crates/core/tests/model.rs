@@ -11,8 +11,8 @@ use toolgate_core::schema::{
 };
 use toolgate_core::{
     Category, Consequence, Constraints, CoreError, CoreErrorKind, Effect, Format, Isolation,
-    Limits, ParamType, Parameter, Resolved, RunSpec, SafetyLevel, TaskSupport, ToolDefinition,
-    validate, write_canonical,
+    Limits, ParamType, Parameter, Resolved, RunSpec, SafetyLevel, SchemaLink, TaskSupport,
+    ToolDefinition, validate, write_canonical,
 };
 
 const FORMATS: [Format; 3] = [Format::Toml, Format::Json, Format::Yaml];
@@ -29,6 +29,7 @@ fn obj(value: Value) -> Map<String, Value> {
 /// `input_schema`, which only matters to validation.
 fn every_field() -> ToolDefinition {
     ToolDefinition {
+        schema_link: SchemaLink,
         name: "get_weather".into(),
         title: Some("Get weather".into()),
         description: "Current weather for a city. Use when the user asks about conditions now, \"not\" forecasts.\nSecond line: ünïcödé ✓".into(),

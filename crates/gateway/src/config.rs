@@ -136,7 +136,9 @@ impl<'de> Deserialize<'de> for ServerName {
 }
 
 /// When an upstream tool's name carries its server's prefix.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PrefixMode {
     /// Always `SERVER__TOOL` (the default).
@@ -164,7 +166,7 @@ impl PrefixMode {
 }
 
 /// `[servers.NAME.sandbox]`: what a stdio server may reach at `strict` and above.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxAccess {
     /// Paths the server may read.
@@ -197,14 +199,16 @@ impl SandboxAccess {
 /// Governance fields an entry sets for all its tools (`[servers.NAME.defaults]`) or for one
 /// (`[servers.NAME.tools.TOOL]`). Every field is optional; a per-tool value wins over the
 /// server default, which wins over what the annotations give.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Governance {
     /// `read`, `write`, `delete` or `side_effect`, as in a definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["read", "write", "delete", "side_effect"]))]
     pub effect: Option<String>,
     /// `low`, `medium` or `high`, as in a definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["low", "medium", "high"]))]
     pub consequence: Option<String>,
     /// Whether a person must say yes before each call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -332,7 +336,7 @@ impl Governance {
 /// One upstream server as declared: exactly one of `command` (stdio) or `url` (Streamable HTTP).
 ///
 /// Deserializing refuses unknown keys (serde names the misspelt key and the expected ones).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerEntry {
     /// stdio: the absolute path of the program (never a shell).

@@ -72,7 +72,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const ALLOW_PRIVATE_ENV: &str = "TOOLGATE_ALLOW_PRIVATE_NETWORK";
 
 /// The network policy (`[network]` in the config file).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetPolicy {
     /// Allow loopback, private (RFC 1918, ULA), link-local and CGNAT addresses. Off by default;

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
 use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
@@ -25,7 +26,7 @@ macro_rules! bail {
 }
 
 /// `toolgate.toml`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Jail for the file tools (relative to the config file).
@@ -38,6 +39,7 @@ pub struct Config {
     /// `[rate_limit]`: a per-(principal, tool) rate limit for everyone.
     pub rate_limit: Option<RateLimitConfig>,
     /// The plan in force: core, writer_pro, teams or enterprise (the default).
+    #[schemars(extend("enum" = Tier::NAMES, "default" = "enterprise"))]
     pub plan: Option<String>,
     /// `[server]`: who may reach `toolgate serve` besides loopback clients.
     #[serde(default)]
@@ -69,10 +71,13 @@ pub struct Config {
     /// `[cluster]`: what several instances share besides the database (Redis for the limits).
     #[serde(default)]
     pub cluster: ClusterConfig,
+    // New sections go above this line with a `JsonSchema` derive on their type; then run
+    // `toolgate schema config > docs/schemas/config.schema.json` and describe them in the file
+    // `toolgate init` writes (crates/cli/src/init/toolgate.toml).
 }
 
 /// `[cluster]` settings: several instances behind a load balancer.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
     /// Count per-principal rate limits and concurrency caps (and `[rate_limit]`) in this Redis
@@ -106,7 +111,7 @@ impl ClusterConfig {
 
 /// `[audit]` settings: the checkpoint key, kept out of the database (see the README's "What the
 /// audit protects against, and against whom").
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditConfig {
     /// The NAME of the environment variable holding the key (the key never goes in the file).
@@ -174,10 +179,11 @@ impl AuditConfig {
 }
 
 /// `[approvals]` settings.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalsConfig {
     /// Seconds a pending approval waits before it expires (default 86400, one day).
+    #[schemars(extend("default" = 86400))]
     pub ttl_seconds: Option<u64>,
     /// `toolgate serve` POSTs every new pending approval here, signed (HMAC-SHA256).
     pub webhook_url: Option<String>,
@@ -185,6 +191,7 @@ pub struct ApprovalsConfig {
     /// itself never goes in the config file).
     pub webhook_secret_env: Option<String>,
     /// Attempts of one delivery (default 5).
+    #[schemars(extend("default" = 5), range(min = 1))]
     pub webhook_max_attempts: Option<u32>,
 }
 
@@ -246,7 +253,7 @@ impl ApprovalsConfig {
 }
 
 /// `[server]` settings of `toolgate serve`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// Host names (or host:port) accepted in the `Host` header besides loopback names.
@@ -256,13 +263,27 @@ pub struct ServerConfig {
     #[serde(default)]
     pub allowed_origins: Vec<String>,
     /// Largest request body in bytes (default 4 MiB).
+    #[schemars(extend("default" = 4194304))]
     pub max_body_bytes: Option<usize>,
     /// Open MCP sessions on the server (default 1000); a new one past it is refused (503).
+    #[schemars(extend("default" = 1000))]
     pub max_sessions: Option<usize>,
     /// Open MCP sessions of one principal (default 100); a new one past it is refused (429).
+    #[schemars(extend("default" = 100))]
     pub max_sessions_per_principal: Option<usize>,
     /// Seconds an MCP session without requests lives (default 1800, 30 minutes).
+    #[schemars(extend("default" = 1800))]
     pub session_idle_timeout_seconds: Option<u64>,
+}
+
+/// The JSON Schema (draft 2020-12) of `toolgate.toml`, generated from [`Config`]: every section
+/// and key the loader accepts (unknown ones refused), with the documented defaults
+/// (`toolgate schema config`, published as `docs/schemas/config.schema.json`).
+pub fn config_schema() -> serde_json::Value {
+    toolgate_core::published(
+        schemars::schema_for!(Config),
+        "toolgate configuration file (toolgate.toml)",
+    )
 }
 
 impl Config {
@@ -315,7 +336,7 @@ impl Config {
 }
 
 /// `[principals.NAME]`: one principal's grants, token, plan and quota.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalConfig {
     /// Permissions granted, e.g. `tool.filesystem.read` or `tool.filesystem.*`.
@@ -326,15 +347,17 @@ pub struct PrincipalConfig {
     /// SHA-256 (hex) of the principal's bearer token for `toolgate serve` (`toolgate token`).
     pub token_sha256: Option<String>,
     /// The principal's plan (defaults to the file's `plan`).
+    #[schemars(extend("enum" = Tier::NAMES))]
     pub plan: Option<String>,
     /// A rate over all of the principal's calls.
     pub rate_limit: Option<RateLimitConfig>,
     /// At most this many of the principal's calls at once.
+    #[schemars(range(min = 1))]
     pub max_concurrent_calls: Option<u32>,
 }
 
 /// A token bucket: `burst` calls at once, refilled at `per_second`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
     /// Calls allowed at once.

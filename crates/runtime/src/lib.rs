@@ -60,7 +60,7 @@ pub use assembly::{
 };
 pub use config::{
     AUDIT_KEY_ENV, ApprovalsConfig, AuditConfig, ClusterConfig, Config, PrincipalConfig,
-    RateLimitConfig, ServerConfig,
+    RateLimitConfig, ServerConfig, config_schema,
 };
 pub use error::{RuntimeError, RuntimeErrorKind};
 pub use events::{EventHub, HubEvent};

@@ -187,11 +187,12 @@ impl FromStr for SearchEngine {
 /// assert_eq!(config.engine_kind(), Ok(Some(SearchEngine::Brave)));
 /// assert!(!format!("{config:?}").contains("secret"));
 /// ```
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchConfig {
     /// `serpapi`, `google`, `bing`, `brave` or `searxng`; checked when the tool runs (see
     /// [`SearchConfig::engine_kind`] to check it earlier).
+    #[schemars(extend("enum" = ["serpapi", "google", "bing", "brave", "searxng"]))]
     pub engine: Option<String>,
     /// The engine's API key (not needed for SearXNG).
     pub api_key: Option<String>,

@@ -66,7 +66,7 @@ const TITLE_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 /// Where `wikipedia` sends its requests. `Debug` shows everything (there are no secrets).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WikipediaConfig {
     /// Replaces `https://{lang}.wikipedia.org` (scheme, host, port and an optional path
