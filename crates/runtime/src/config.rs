@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
-use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
+use toolgate_core::{Budget, Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_gateway::{ServerEntry, ServerName};
 use toolgate_net::NetPolicy;
 use toolgate_redis::{KeyPrefix, RedisUrl};
@@ -69,6 +69,9 @@ pub struct Config {
     /// `[cluster]`: what several instances share besides the database (Redis for the limits).
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// `[budget]`: the run budget of every principal, the local one included (see
+    /// [`Config::budget_for`]).
+    pub budget: Option<Budget>,
 }
 
 /// `[cluster]` settings: several instances behind a load balancer.
@@ -331,6 +334,8 @@ pub struct PrincipalConfig {
     pub rate_limit: Option<RateLimitConfig>,
     /// At most this many of the principal's calls at once.
     pub max_concurrent_calls: Option<u32>,
+    /// `[principals.NAME.budget]`: this principal's run budget, over `[budget]` key by key.
+    pub budget: Option<Budget>,
 }
 
 /// A token bucket: `burst` calls at once, refilled at `per_second`.
@@ -371,7 +376,48 @@ impl Config {
         config.principal_entries().map_err(|e| e.in_file(path))?;
         config.server_entries().map_err(|e| e.in_file(path))?;
         config.cluster.redis().map_err(|e| e.in_file(path))?;
+        config.check_budgets().map_err(|e| e.in_file(path))?;
         Ok(config)
+    }
+
+    /// The run budget of `principal`: its own `[principals.NAME.budget]` over `[budget]`, key
+    /// by key (no key set: no limit but the default `max_attempts_per_tool`).
+    pub fn budget_for(&self, principal: &str) -> Budget {
+        let defaults = self.budget.unwrap_or_default();
+        match self
+            .principals
+            .get(principal)
+            .and_then(|p| p.budget.as_ref())
+        {
+            Some(own) => defaults.overlaid(own),
+            None => defaults,
+        }
+    }
+
+    /// Whether a budget is configured for `principal` (`[budget]` or its own): an MCP session of
+    /// it then runs as a run of its own.
+    pub fn has_budget(&self, principal: &str) -> bool {
+        self.budget.is_some()
+            || self
+                .principals
+                .get(principal)
+                .is_some_and(|p| p.budget.is_some())
+    }
+
+    fn check_budgets(&self) -> Result<(), RuntimeError> {
+        if let Some(budget) = &self.budget {
+            budget
+                .check()
+                .map_err(|e| RuntimeError::Config(format!("[budget] {e}")))?;
+        }
+        for (id, p) in &self.principals {
+            if let Some(budget) = &p.budget {
+                budget
+                    .check()
+                    .map_err(|e| RuntimeError::Config(format!("[principals.{id}.budget] {e}")))?;
+            }
+        }
+        Ok(())
     }
 
     /// Every configured principal with its plan and quota (the token hashes are the server's

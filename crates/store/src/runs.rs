@@ -45,6 +45,11 @@ pub struct StoredRun {
 }
 
 impl StoredRun {
+    /// Wall time since the run started, now.
+    pub fn elapsed_ms(&self) -> u64 {
+        self.usage(Utc::now()).elapsed_ms
+    }
+
     /// What the run has used, its wall time measured at `now`.
     pub fn usage(&self, now: DateTime<Utc>) -> Usage {
         Usage {
