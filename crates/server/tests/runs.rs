@@ -59,8 +59,9 @@ async fn rest_runs_enforce_their_budget_and_belong_to_their_principal() {
     assert!(r.text.contains("max_tool_calls 4"), "{}", r.text);
     assert!(r.text.contains("ceiling of 3"), "{}", r.text);
     let r = h
-        .send(
+        .api(
             Method::POST,
+            "/v1/runs",
             "/v1/runs",
             Some(ALICE),
             Some(json!({"budget": {"max_tool_calls": 2}})),
@@ -133,7 +134,13 @@ async fn rest_runs_enforce_their_budget_and_belong_to_their_principal() {
     assert_eq!(free.json["data"]["result"], 42, "{}", free.text);
     // The run with its consumption and calls; another principal does not see it, nor use it.
     let shown = h
-        .send(Method::GET, &format!("/v1/runs/{id}"), Some(ALICE), None)
+        .api(
+            Method::GET,
+            "/v1/runs/{id}",
+            &format!("/v1/runs/{id}"),
+            Some(ALICE),
+            None,
+        )
         .await;
     assert_eq!(shown.status, StatusCode::OK, "{}", shown.text);
     assert_eq!(shown.json["toolCalls"], 2);
@@ -155,7 +162,9 @@ async fn rest_runs_enforce_their_budget_and_belong_to_their_principal() {
     assert_eq!(used.json["errorKind"], "not_found", "{}", used.text);
     let listed = h.send(Method::GET, "/v1/runs", Some(BOB), None).await;
     assert_eq!(listed.json["runs"], json!([]), "{}", listed.text);
-    let listed = h.send(Method::GET, "/v1/runs", Some(ALICE), None).await;
+    let listed = h
+        .api(Method::GET, "/v1/runs", "/v1/runs", Some(ALICE), None)
+        .await;
     assert_eq!(listed.json["runs"].as_array().unwrap().len(), 1);
     // Turns, up to max_turns.
     let r = h
