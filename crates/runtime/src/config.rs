@@ -500,6 +500,36 @@ impl Config {
 mod tests {
     use super::*;
 
+    #[test]
+    fn budgets_come_from_budget_and_a_principal_s_own_key_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.toml");
+        std::fs::write(
+            &path,
+            "[budget]\nmax_tool_calls = 10\ntimeout_ms = 60000\n\n[principals.agent]\ngrants = []\n\n[principals.agent.budget]\nmax_tool_calls = 3\nmax_attempts_per_tool = 2\n",
+        )
+        .unwrap();
+        let config = Config::load(&path).unwrap();
+        let agent = config.budget_for("agent");
+        assert_eq!(agent.max_tool_calls, Some(3));
+        assert_eq!(agent.timeout_ms, Some(60_000));
+        assert_eq!(agent.attempts_per_tool(), 2);
+        assert_eq!(config.budget_for("local").max_tool_calls, Some(10));
+        assert!(config.has_budget("local"));
+        // A zero and an unknown key are refused when the file is loaded, naming the table.
+        std::fs::write(&path, "[budget]\nmax_tool_calls = 0\n").unwrap();
+        let chain = toolgate_core::error_chain(&Config::load(&path).unwrap_err());
+        assert!(
+            chain.contains("[budget] budget max_tool_calls must be at least 1"),
+            "{chain}"
+        );
+        std::fs::write(&path, "[budget]\nmax_calls = 3\n").unwrap();
+        assert!(Config::load(&path).is_err());
+        let none = toml::from_str::<Config>("").unwrap();
+        assert!(!none.has_budget("local"));
+        assert_eq!(none.budget_for("local").attempts_per_tool(), 3);
+    }
+
     fn approvals(text: &str) -> ApprovalsConfig {
         toml::from_str::<Config>(text).unwrap().approvals
     }
