@@ -99,6 +99,11 @@ pub enum Command {
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
 
+    /// Runs (agent tasks with a budget): list them with their consumption, show one with its
+    /// calls. Start them with `POST /v1/runs`; calls name them with `Toolgate-Run`.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+
     /// validate_output's output types kept in the store (add, list, show, rm).
     ///
     /// Output types are named JSON Schemas `validate_output` checks against; besides the store
@@ -595,6 +600,36 @@ pub enum ApprovalsCommand {
     Approve(DecideArgs),
     /// Deny a pending call; it will never run.
     Deny(DecideArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first, with their budget and what they used.
+    List(RunsListArgs),
+    /// Show one run: its budget, consumption, failures per tool and the calls counted.
+    Show(RunIdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunsListArgs {
+    /// Only this principal's runs.
+    #[arg(long, value_name = "ID")]
+    pub principal: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunIdArgs {
+    /// The run id (a UUID).
+    pub id: String,
+    /// JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

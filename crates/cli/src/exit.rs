@@ -30,11 +30,11 @@ pub const CODES: [(u8, &str); 5] = [
     ),
     (
         FAILURE,
-        "a call returned an error result, a definition file is invalid or unreadable, a tool or
-server was not found, a change to the store was refused (plan limit, duplicate, built-in, a
-server entry that is invalid or taken, nothing to approve), the tools cannot be exported as
-asked (with --require-strict: a tool cannot be strict; every such tool is listed with its
-reason), or `audit verify` found the log altered",
+        "a call returned an error result (budget_exhausted included), a definition file is invalid
+or unreadable, a tool or server was not found, a change to the store was refused (plan limit,
+duplicate, built-in, a server entry that is invalid or taken, nothing to approve), the tools
+cannot be exported as asked (with --require-strict: a tool cannot be strict; every such tool
+is listed with its reason), or `audit verify` found the log altered",
     ),
     (
         USAGE,

@@ -16,6 +16,7 @@ mod install;
 mod output_types;
 mod problems;
 mod prompt;
+mod runs;
 mod serve;
 mod servers;
 mod servers_render;
@@ -118,6 +119,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call(args) => call::run(&App::new(g).await?, args).await,
         Command::Audit(args) => audit::run(&App::new(g).await?, args).await,
         Command::Approvals(cmd) => approvals::run(&App::new(g).await?, cmd).await,
+        Command::Runs(cmd) => runs::run(&App::new(g).await?, cmd).await,
         Command::OutputTypes(cmd) => output_types::run(&App::new(g).await?, cmd).await,
         Command::Servers(cmd) => servers::run(&App::new(g).await?, cmd).await,
         Command::Install(args) => install::run(g, args),

@@ -1448,3 +1448,23 @@ fn export_of_an_unknown_tool_says_which_and_exports_nothing() {
         run.stderr()
     );
 }
+
+#[test]
+fn runs_list_and_show_say_what_there_is_and_how_to_find_it() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["runs", "list"]).expect(0);
+    assert!(
+        run.stdout()
+            .contains("No runs. Start one with POST /v1/runs"),
+        "{}",
+        run.stdout()
+    );
+    let run = sb.run(&["runs", "list", "--json"]).expect(0);
+    assert_eq!(run.json(), json!({"runs": []}));
+    let run = sb
+        .run(&["runs", "show", "01890a5d-ac96-774b-bcce-b302099a8057"])
+        .expect(1);
+    assert!(run.stderr().contains("Run not found"), "{}", run.stderr());
+    let run = sb.run(&["runs", "show", "nope"]).expect(2);
+    assert!(run.stderr().contains("invalid run id"), "{}", run.stderr());
+}

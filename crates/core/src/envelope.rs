@@ -38,11 +38,14 @@ pub enum ErrorKind {
     RateLimited,
     /// Something the call needs is missing or down (retryable).
     Unavailable,
+    /// The call's run has spent a budget (tool calls, wall time, output bytes, turns) or this
+    /// tool has failed `max_attempts_per_tool` times in it; never retried.
+    BudgetExhausted,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         Self::NotFound,
         Self::Validation,
         Self::Authorization,
@@ -54,6 +57,7 @@ impl ErrorKind {
         Self::OutputInvalid,
         Self::RateLimited,
         Self::Unavailable,
+        Self::BudgetExhausted,
     ];
 
     /// The snake_case wire name.
@@ -70,6 +74,7 @@ impl ErrorKind {
             Self::OutputInvalid => "output_invalid",
             Self::RateLimited => "rate_limited",
             Self::Unavailable => "unavailable",
+            Self::BudgetExhausted => "budget_exhausted",
         }
     }
 }

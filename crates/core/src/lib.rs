@@ -29,6 +29,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod budget;
 mod content;
 mod context;
 mod definition;
@@ -50,6 +51,7 @@ pub mod telemetry;
 mod tool;
 mod validate;
 
+pub use budget::{Budget, DEFAULT_ATTEMPTS_PER_TOOL, Exhausted, RunId, RunStatus, Usage};
 pub use content::{
     Annotations, Content, ContentMeta, EmbeddedResource, Icon, IconTheme, Priority,
     PriorityOutOfRange, Role,
@@ -77,6 +79,7 @@ pub use pipeline::{
     PrincipalQuotaStage, PromptApproval, Quota, RateLimit, RateLimitStage, RetryPolicy,
     SharedCounter, SharedSlot, Stage, json_len_at_most,
 };
+pub use pipeline::{MemoryRuns, RunBudgetStage, RunLedger, Settled, run_not_found};
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use runkind::RunKind;
 pub use schema_level::{SchemaLevel, TierCaps};

@@ -115,6 +115,7 @@ fn error_kinds_are_snake_case() {
         "output_invalid",
         "rate_limited",
         "unavailable",
+        "budget_exhausted",
     ];
     assert_eq!(ErrorKind::ALL.len(), names.len());
     for (kind, name) in ErrorKind::ALL.iter().zip(names) {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use toolgate_builtins::{SearchConfig, WikipediaConfig};
-use toolgate_core::{Permission, Principal, PrincipalId, Quota, RateLimit};
+use toolgate_core::{Budget, Permission, Principal, PrincipalId, Quota, RateLimit};
 use toolgate_gateway::{ServerEntry, ServerName};
 use toolgate_net::NetPolicy;
 use toolgate_redis::{KeyPrefix, RedisUrl};
@@ -71,6 +71,9 @@ pub struct Config {
     /// `[cluster]`: what several instances share besides the database (Redis for the limits).
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// `[budget]`: the run budget of every principal, the local one included (see
+    /// [`Config::budget_for`]).
+    pub budget: Option<Budget>,
     // New sections go above this line with a `JsonSchema` derive on their type; then run
     // `toolgate schema config > docs/schemas/config.schema.json` and describe them in the file
     // `toolgate init` writes (crates/cli/src/init/toolgate.toml).
@@ -354,6 +357,8 @@ pub struct PrincipalConfig {
     /// At most this many of the principal's calls at once.
     #[schemars(range(min = 1))]
     pub max_concurrent_calls: Option<u32>,
+    /// `[principals.NAME.budget]`: this principal's run budget, over `[budget]` key by key.
+    pub budget: Option<Budget>,
 }
 
 /// A token bucket: `burst` calls at once, refilled at `per_second`.
@@ -394,7 +399,48 @@ impl Config {
         config.principal_entries().map_err(|e| e.in_file(path))?;
         config.server_entries().map_err(|e| e.in_file(path))?;
         config.cluster.redis().map_err(|e| e.in_file(path))?;
+        config.check_budgets().map_err(|e| e.in_file(path))?;
         Ok(config)
+    }
+
+    /// The run budget of `principal`: its own `[principals.NAME.budget]` over `[budget]`, key
+    /// by key (no key set: no limit but the default `max_attempts_per_tool`).
+    pub fn budget_for(&self, principal: &str) -> Budget {
+        let defaults = self.budget.unwrap_or_default();
+        match self
+            .principals
+            .get(principal)
+            .and_then(|p| p.budget.as_ref())
+        {
+            Some(own) => defaults.overlaid(own),
+            None => defaults,
+        }
+    }
+
+    /// Whether a budget is configured for `principal` (`[budget]` or its own): an MCP session of
+    /// it then runs as a run of its own.
+    pub fn has_budget(&self, principal: &str) -> bool {
+        self.budget.is_some()
+            || self
+                .principals
+                .get(principal)
+                .is_some_and(|p| p.budget.is_some())
+    }
+
+    fn check_budgets(&self) -> Result<(), RuntimeError> {
+        if let Some(budget) = &self.budget {
+            budget
+                .check()
+                .map_err(|e| RuntimeError::Config(format!("[budget] {e}")))?;
+        }
+        for (id, p) in &self.principals {
+            if let Some(budget) = &p.budget {
+                budget
+                    .check()
+                    .map_err(|e| RuntimeError::Config(format!("[principals.{id}.budget] {e}")))?;
+            }
+        }
+        Ok(())
     }
 
     /// Every configured principal with its plan and quota (the token hashes are the server's
@@ -476,6 +522,36 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn budgets_come_from_budget_and_a_principal_s_own_key_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.toml");
+        std::fs::write(
+            &path,
+            "[budget]\nmax_tool_calls = 10\ntimeout_ms = 60000\n\n[principals.agent]\ngrants = []\n\n[principals.agent.budget]\nmax_tool_calls = 3\nmax_attempts_per_tool = 2\n",
+        )
+        .unwrap();
+        let config = Config::load(&path).unwrap();
+        let agent = config.budget_for("agent");
+        assert_eq!(agent.max_tool_calls, Some(3));
+        assert_eq!(agent.timeout_ms, Some(60_000));
+        assert_eq!(agent.attempts_per_tool(), 2);
+        assert_eq!(config.budget_for("local").max_tool_calls, Some(10));
+        assert!(config.has_budget("local"));
+        // A zero and an unknown key are refused when the file is loaded, naming the table.
+        std::fs::write(&path, "[budget]\nmax_tool_calls = 0\n").unwrap();
+        let chain = toolgate_core::error_chain(&Config::load(&path).unwrap_err());
+        assert!(
+            chain.contains("[budget] budget max_tool_calls must be at least 1"),
+            "{chain}"
+        );
+        std::fs::write(&path, "[budget]\nmax_calls = 3\n").unwrap();
+        assert!(Config::load(&path).is_err());
+        let none = toml::from_str::<Config>("").unwrap();
+        assert!(!none.has_budget("local"));
+        assert_eq!(none.budget_for("local").attempts_per_tool(), 3);
+    }
 
     fn approvals(text: &str) -> ApprovalsConfig {
         toml::from_str::<Config>(text).unwrap().approvals

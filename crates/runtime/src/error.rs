@@ -130,6 +130,9 @@ pub enum RuntimeError {
         #[source]
         source: toolgate_builtins::OutputTypeError,
     },
+    /// A run's budget that cannot be granted (looser than the principal's ceiling, or a zero).
+    #[error("{0}")]
+    Budget(String),
     /// A bug or broken invariant inside toolgate.
     #[error("{0}")]
     Internal(String),
@@ -164,6 +167,7 @@ impl RuntimeError {
                 CoreErrorKind::Forbidden => RuntimeErrorKind::Forbidden,
                 _ => RuntimeErrorKind::Invalid,
             },
+            Self::Budget(_) => RuntimeErrorKind::Invalid,
             Self::Internal(_) => RuntimeErrorKind::Internal,
         }
     }

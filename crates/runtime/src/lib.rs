@@ -31,6 +31,7 @@ mod op_error;
 mod plans;
 mod principals;
 mod running;
+mod runs;
 pub mod servers;
 mod tool_calls;
 pub mod views;
@@ -475,7 +476,12 @@ impl Runtime {
         if let Some(counter) = &shared {
             quotas = quotas.shared(Arc::clone(counter));
         }
-        let mut builder = PipelineBuilder::new(Arc::clone(&registry)).stage(Arc::new(quotas));
+        // Run budgets first: a call over its run's budget is refused before any other count.
+        let mut builder = PipelineBuilder::new(Arc::clone(&registry))
+            .stage(Arc::new(toolgate_core::RunBudgetStage::new(Arc::new(
+                store.clone(),
+            ))))
+            .stage(Arc::new(quotas));
         if let Some(limit) = rate_limit {
             let mut stage = RateLimitStage::new(limit);
             if let Some(counter) = &shared {

@@ -12,6 +12,7 @@ mod envelope;
 mod error;
 mod mcp;
 mod mcp_input;
+mod mcp_runs;
 mod mcp_session_owner;
 mod mcp_sessions;
 mod mcp_task_runs;

@@ -139,6 +139,8 @@ struct Session {
     list_changed: std::sync::Mutex<Option<ListChangedSubscription>>,
     /// The caller on stdio, where there are no HTTP headers.
     stdio: Option<Arc<Caller>>,
+    /// The session's own run, when its principal has a budget (see `mcp_runs`).
+    run: tokio::sync::OnceCell<toolgate_core::RunId>,
 }
 
 impl McpHandler {
@@ -149,6 +151,7 @@ impl McpHandler {
                 min_level: AtomicUsize::new(level_index(LogLevel::Info)),
                 list_changed: std::sync::Mutex::new(None),
                 stdio,
+                run: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -266,6 +269,10 @@ impl ServerHandler for McpHandler {
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
         let mut result = self.negotiate_initialize(&request)?;
+        // A session of a principal with a budget is a run of its own, from now on.
+        if let Ok(caller) = self.caller(&context) {
+            crate::mcp_runs::session_run_id(&self.gw, &caller, &self.session.run).await?;
+        }
         // `serverInfo.title` came with 2025-06-18.
         if is_2025_03_26(Some(&result.protocol_version)) {
             result.server_info.title = None;
@@ -549,6 +556,13 @@ impl ServerHandler for McpHandler {
         }
         if bridge.progress.is_some() {
             call = call.progress(Arc::clone(&bridge) as Arc<dyn ProgressSink>);
+        }
+        // The run the call counts against (`_meta`, else the session's own; see mcp_runs).
+        let session_run = (!stateless).then_some(&self.session.run);
+        if let Some(run) =
+            crate::mcp_runs::run_for(&self.gw, &caller, &context.meta, session_run).await?
+        {
+            call = call.run(run);
         }
         // The call and the forwarder of its progress and log messages run side by side in this
         // task (no task of their own per call); the forwarder ends once the call has closed

@@ -16,7 +16,7 @@ fn wire_names<T: Copy>(all: &[T], f: impl Fn(T) -> &'static str) -> Value {
 }
 
 /// Every (method, path) in the document, in the router's spelling.
-pub const ROUTES: [(&str, &str); 27] = [
+pub const ROUTES: [(&str, &str); 32] = [
     ("get", "/healthz"),
     ("get", "/openapi.json"),
     ("get", "/metrics"),
@@ -44,6 +44,11 @@ pub const ROUTES: [(&str, &str); 27] = [
     ("get", "/v1/servers/{name}/tools"),
     ("post", "/v1/servers/{name}/restart"),
     ("post", "/v1/servers/{name}/approve"),
+    ("get", "/v1/runs"),
+    ("post", "/v1/runs"),
+    ("get", "/v1/runs/{id}"),
+    ("post", "/v1/runs/{id}/turns"),
+    ("post", "/v1/runs/{id}/finish"),
 ];
 
 /// Tool names as core's rule has them (`^[a-z][a-z0-9_]*$`, 1 to 64 characters).
@@ -166,6 +171,7 @@ pub fn openapi_document() -> Value {
 pub fn openapi_document_for(tokens: bool) -> Value {
     let mut doc = document();
     add_servers(&mut doc);
+    add_runs(&mut doc);
     add_links(&mut doc);
     if !tokens {
         local_mode(&mut doc);
@@ -487,7 +493,7 @@ fn schemas() -> Value {
         },
         "CallBody": {
             "type": "object", "additionalProperties": false,
-            "properties": { "arguments": { "type": ["object", "null"], "description": "The tool's arguments (checked against its input schema; a mismatch is an envelope with errorKind validation); null or absent: none" }, "idempotencyKey": { "type": ["string", "null"] }, "reason": { "type": ["string", "null"] } }
+            "properties": { "arguments": { "type": ["object", "null"], "description": "The tool's arguments (checked against its input schema; a mismatch is an envelope with errorKind validation); null or absent: none" }, "idempotencyKey": { "type": ["string", "null"] }, "reason": { "type": ["string", "null"] }, "run": { "type": ["string", "null"], "description": "The run to count the call against (or the Toolgate-Run header); a spent budget is an envelope with errorKind budget_exhausted" } }
         },
         "DecisionBody": {
             "type": "object", "additionalProperties": false,
@@ -596,6 +602,56 @@ const SERVER_STATES: [&str; 4] = ["stopped", "starting", "ready", "failed"];
 
 /// The `/v1/servers` routes and their schemas (the upstream MCP servers; added beside the main
 /// document, whose macro is at serde_json's recursion limit).
+/// `/v1/runs` (see `rest/runs.rs`).
+fn add_runs(doc: &mut Value) {
+    let budget = json!({ "type": "object", "additionalProperties": false, "properties": {
+        "max_turns": { "type": "integer", "minimum": 1 },
+        "max_tool_calls": { "type": "integer", "minimum": 1 },
+        "timeout_ms": { "type": "integer", "minimum": 1 },
+        "max_attempts_per_tool": { "type": "integer", "minimum": 1 },
+        "max_output_bytes": { "type": "integer", "minimum": 1 } } });
+    let run = json!({ "type": "object", "required": ["id", "principal", "budget", "startedAt", "status", "turns", "toolCalls", "outputBytes", "failures", "elapsedMs"],
+        "properties": {
+            "id": { "type": "string" }, "principal": { "type": "string" }, "budget": budget.clone(),
+            "startedAt": { "type": "string" }, "status": { "type": "string", "enum": ["open", "exhausted", "finished"] },
+            "turns": { "type": "integer" }, "toolCalls": { "type": "integer" }, "outputBytes": { "type": "integer" },
+            "failures": { "type": "object", "additionalProperties": { "type": "integer" } },
+            "elapsedMs": { "type": "integer" },
+            "calls": { "type": "array", "items": { "type": "object" } } } });
+    let body = |description: &str, schema: Value| json!({ "description": description, "content": { "application/json": { "schema": schema } } });
+    let id = path_param(
+        "id",
+        "Run id (as POST /v1/runs returned it)",
+        json!({ "type": "string" }),
+    );
+    let paths = json!({
+        "/v1/runs": {
+            "get": op("The caller's runs, newest first, with their budget and consumption", json!([query_param("limit", "Page size, 1 to 500 (default 50)", json!({ "type": "integer", "minimum": 1, "maximum": 500 }))]), None,
+                ("200", body("The runs", json!({ "type": "object", "properties": { "runs": { "type": "array", "items": run.clone() } } }))), &["400", "401"]),
+            "post": op("Start a run of the caller: its configured budget, tightened by the body's budget (a looser key is a 400 naming the key and the ceiling)", json!([]),
+                Some(json!({ "required": false, "content": { "application/json": { "schema": { "type": "object", "additionalProperties": false, "properties": { "budget": budget } } } } })),
+                ("201", body("The run", run.clone())), &["400", "401", "413", "415"]),
+        },
+        "/v1/runs/{id}": {
+            "get": op("One of the caller's runs with its consumption and the calls counted against it (another principal's run is a 404)", json!([id.clone()]), None,
+                ("200", body("The run and its calls", run.clone())), &["400", "401", "404"]),
+        },
+        "/v1/runs/{id}/turns": {
+            "post": op("Report one model turn of the run (409 once max_turns is spent)", json!([id.clone()]), None,
+                ("200", body("The turns counted", json!({ "type": "object", "properties": { "turns": { "type": "integer" } } }))), &["400", "401", "404", "409"]),
+        },
+        "/v1/runs/{id}/finish": {
+            "post": op("Finish the run: further calls naming it are refused budget_exhausted", json!([id]), None,
+                ("200", body("The run", run)), &["400", "401", "404"]),
+        },
+    });
+    if let (Some(all), Some(new)) = (doc["paths"].as_object_mut(), paths.as_object()) {
+        for (path, item) in new {
+            all.insert(path.clone(), item.clone());
+        }
+    }
+}
+
 fn add_servers(doc: &mut Value) {
     let name = path_param(
         "name",

@@ -64,6 +64,7 @@ mod events;
 mod gate;
 mod output_types;
 mod quota;
+mod runs;
 mod sync;
 mod tier;
 mod todo;
@@ -106,6 +107,7 @@ pub use gate::{
     run_approved_with,
 };
 pub use quota::{SHARED_LEASE, SharedQuotas};
+pub use runs::{Admission, RunCall, StoredRun};
 pub use sync::SYNC_INTERVAL;
 pub use tier::{ALL_BUILTINS, Tier};
 pub use upstream::{Observed, Pin, PinStatus, StoredServer};
@@ -359,6 +361,7 @@ macro_rules! scripts {
                 "shared_quotas",
                 include_str!(concat!($dir, "/0010_shared_quotas.sql")),
             ),
+            (11, "runs", include_str!(concat!($dir, "/0011_runs.sql"))),
         ]
     };
 }

@@ -18,6 +18,7 @@ mod metrics;
 mod output_limit;
 mod ratelimit;
 mod request;
+mod runs;
 mod stages;
 
 use std::fmt;
@@ -40,6 +41,7 @@ pub use ratelimit::{
     PrincipalQuotaStage, Quota, RateLimit, RateLimitStage, SharedCounter, SharedSlot,
 };
 pub use request::CallRequest;
+pub use runs::{MemoryRuns, RunBudgetStage, RunLedger, Settled, run_not_found};
 pub use stages::RetryPolicy;
 
 use crate::content::Attachments;

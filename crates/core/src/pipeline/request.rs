@@ -42,6 +42,8 @@ pub struct CallRequest {
     pub origin: Option<crate::CallOrigin>,
     /// Who cancelled the call: set by whoever fires `cancel`, just before.
     pub cancelled_by: crate::CancelNote,
+    /// The run whose budget this call is counted against (`None`: not counted).
+    pub run: Option<crate::RunId>,
 }
 
 impl CallRequest {
@@ -67,7 +69,15 @@ impl CallRequest {
             reason: None,
             origin: None,
             cancelled_by: crate::CancelNote::default(),
+            run: None,
         }
+    }
+
+    /// Counts the call against `run`'s budget (see [`crate::RunBudgetStage`]).
+    #[must_use]
+    pub fn run(mut self, run: crate::RunId) -> Self {
+        self.run = Some(run);
+        self
     }
 
     /// Sets where the call came from.

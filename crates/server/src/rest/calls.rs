@@ -40,6 +40,9 @@ struct CallBody {
     /// Why the caller wants to run it (shown to an approver).
     #[serde(default)]
     reason: Option<String>,
+    /// The run to count the call against (or the `Toolgate-Run` header).
+    #[serde(default)]
+    run: Option<String>,
 }
 
 async fn call_tool(
@@ -54,6 +57,7 @@ async fn call_tool(
             arguments: None,
             idempotency_key: None,
             reason: None,
+            run: None,
         }
     } else {
         object_body(&body, "call body", "send {\"arguments\": {...}}")?
@@ -78,6 +82,9 @@ async fn call_tool(
     }
     if let Some(reason) = body.reason {
         request = request.reason(reason);
+    }
+    if let Some(run) = super::runs::call_run(&headers, body.run.as_deref())? {
+        request = request.run(run);
     }
     let result = gw.call(&caller, request, None).await;
     if result.error_kind() == Some(toolgate_core::ErrorKind::NotFound)

@@ -11,6 +11,7 @@ mod calls;
 mod events;
 mod exports;
 mod meta;
+mod runs;
 mod servers;
 mod tools;
 
@@ -47,6 +48,7 @@ pub(crate) fn router(gw: Arc<Gateway>) -> Router {
         .merge(exports::routes())
         .merge(events::routes())
         .merge(servers::routes())
+        .merge(runs::routes())
         .merge(meta::authenticated_routes())
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&gw),

@@ -1,0 +1,502 @@
+//! Runs and their budgets, on both backends: core's [`RunLedger`] over the `runs`,
+//! `run_tools` and `run_calls` tables, so a run's counters hold across a restart and across
+//! instances on one database.
+//!
+//! A call is let through by one conditional statement,
+//! `UPDATE runs SET tool_calls = tool_calls + 1 WHERE … tool_calls < max_tool_calls RETURNING`,
+//! so two instances (or two calls at once) can never both take a run's last call. The other
+//! budgets (wall time, output bytes, failed attempts of the tool) are read just before; a
+//! failure of a tool is counted after its outcome. When the store cannot be reached the call is
+//! refused `unavailable`, never let through uncounted.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use toolgate_core::{
+    BoxFuture, Budget, CallId, ErrorChain, ErrorKind, Exhausted, RunId, RunLedger, RunStatus,
+    Settled, ToolError, Usage, run_not_found,
+};
+
+use crate::{Store, StoreError, on_pool, parse_ts, ts};
+
+/// A run as stored: who owns it, its budget, what it has used.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredRun {
+    /// Its id.
+    pub id: RunId,
+    /// The principal that owns it (the only one that may call under it or read it).
+    pub principal: String,
+    /// Its budget (every key resolved: the principal's ceiling, tightened by the run's own).
+    pub budget: Budget,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// Open, exhausted or finished.
+    pub status: RunStatus,
+    /// Model turns reported.
+    pub turns: u64,
+    /// Tool calls counted.
+    pub tool_calls: u64,
+    /// Output bytes returned.
+    pub output_bytes: u64,
+    /// Failed calls per tool.
+    pub failures: BTreeMap<String, u32>,
+}
+
+impl StoredRun {
+    /// Wall time since the run started, now.
+    pub fn elapsed_ms(&self) -> u64 {
+        self.usage(Utc::now()).elapsed_ms
+    }
+
+    /// What the run has used, its wall time measured at `now`.
+    pub fn usage(&self, now: DateTime<Utc>) -> Usage {
+        Usage {
+            elapsed_ms: u64::try_from((now - self.started_at).num_milliseconds()).unwrap_or(0),
+            turns: self.turns,
+            tool_calls: self.tool_calls,
+            output_bytes: self.output_bytes,
+        }
+    }
+}
+
+/// A call counted against a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCall {
+    /// The call's id (its audit entry: `GET /v1/calls/{id}`).
+    pub call_id: CallId,
+    /// The tool.
+    pub tool: String,
+    /// Whether it counted as a failure of the tool.
+    pub failed: bool,
+    /// Bytes of output returned.
+    pub output_bytes: u64,
+    /// When it finished.
+    pub at: String,
+}
+
+/// What the store says to one more call or turn of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Counted; the new count (tool calls or turns).
+    Counted(u64),
+    /// Refused by a budget.
+    Refused(Exhausted),
+    /// No such run for this principal.
+    NotFound,
+}
+
+type Row = (
+    String,
+    String,
+    String,
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+);
+
+/// A `SELECT` of a [`Row`] from `runs`, followed by `$tail`.
+macro_rules! select {
+    ($tail:literal) => {
+        concat!(
+            "SELECT id, principal, started_at, status, max_turns, max_tool_calls, timeout_ms, ",
+            "max_attempts_per_tool, max_output_bytes, turns, tool_calls, output_bytes FROM runs ",
+            $tail
+        )
+    };
+}
+
+fn unsigned(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn small(v: i64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+fn signed(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn from_row(row: Row) -> Result<StoredRun, StoreError> {
+    let (
+        id,
+        principal,
+        started_at,
+        status,
+        turns_max,
+        calls_max,
+        timeout,
+        attempts,
+        bytes_max,
+        turns,
+        calls,
+        bytes,
+    ) = row;
+    Ok(StoredRun {
+        id: RunId::parse(&id).map_err(StoreError::Corrupt)?,
+        principal,
+        budget: Budget {
+            max_turns: turns_max.map(small),
+            max_tool_calls: calls_max.map(small),
+            timeout_ms: timeout.map(unsigned),
+            max_attempts_per_tool: Some(small(attempts)),
+            max_output_bytes: bytes_max.map(unsigned),
+        },
+        started_at: parse_ts(&started_at)?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?,
+        turns: unsigned(turns),
+        tool_calls: unsigned(calls),
+        output_bytes: unsigned(bytes),
+        failures: BTreeMap::new(),
+    })
+}
+
+impl Store {
+    /// Starts a run of `principal` with `budget` (already resolved and checked by the caller).
+    ///
+    /// # Errors
+    ///
+    /// `Database` when the insert fails.
+    pub async fn create_run(
+        &self,
+        principal: &str,
+        budget: &Budget,
+    ) -> Result<StoredRun, StoreError> {
+        let id = RunId::new();
+        let at = crate::now();
+        let budget = Budget {
+            max_attempts_per_tool: Some(budget.attempts_per_tool()),
+            ..*budget
+        };
+        on_pool!(self, p => {
+            sqlx::query(
+                "INSERT INTO runs (id, principal, started_at, started_ms, status, max_turns, max_tool_calls, \
+                 timeout_ms, max_attempts_per_tool, max_output_bytes) VALUES ($1, $2, $3, $4, 'open', $5, $6, $7, $8, $9)",
+            )
+            .bind(id.to_string())
+            .bind(principal)
+            .bind(ts(at))
+            .bind(at.timestamp_millis())
+            .bind(budget.max_turns.map(i64::from))
+            .bind(budget.max_tool_calls.map(i64::from))
+            .bind(budget.timeout_ms.map(signed))
+            .bind(i64::from(budget.attempts_per_tool()))
+            .bind(budget.max_output_bytes.map(signed))
+            .execute(p)
+            .await
+            .map_err(StoreError::db("starting a run"))?;
+        });
+        Ok(StoredRun {
+            id,
+            principal: principal.to_owned(),
+            budget,
+            started_at: at,
+            status: RunStatus::Open,
+            turns: 0,
+            tool_calls: 0,
+            output_bytes: 0,
+            failures: BTreeMap::new(),
+        })
+    }
+
+    /// The run `id` with its failures per tool, or `None`.
+    ///
+    /// # Errors
+    ///
+    /// `Database` when a read fails; `Corrupt` for a row that does not read back.
+    pub async fn run(&self, id: RunId) -> Result<Option<StoredRun>, StoreError> {
+        let key = id.to_string();
+        let (row, failures): (Option<Row>, Vec<(String, i64)>) = on_pool!(self, p => {
+            let row = sqlx::query_as(select!("WHERE id = $1"))
+                .bind(&key)
+                .fetch_optional(p)
+                .await
+                .map_err(StoreError::db("reading a run"))?;
+            let failures = sqlx::query_as(
+                "SELECT tool, failures FROM run_tools WHERE run_id = $1 ORDER BY tool",
+            )
+            .bind(&key)
+            .fetch_all(p)
+            .await
+            .map_err(StoreError::db("reading a run's failures"))?;
+            (row, failures)
+        });
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut run = from_row(row)?;
+        run.failures = failures
+            .into_iter()
+            .map(|(tool, n)| (tool, small(n)))
+            .collect();
+        Ok(Some(run))
+    }
+
+    /// Runs, newest first: `principal`'s only when given; at most `limit`.
+    ///
+    /// # Errors
+    ///
+    /// `Database` when the read fails.
+    pub async fn runs(
+        &self,
+        principal: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredRun>, StoreError> {
+        let rows: Vec<Row> = on_pool!(self, p => {
+            sqlx::query_as(select!(
+                "WHERE ($1 IS NULL OR principal = $1) ORDER BY id DESC LIMIT $2"
+            ))
+            .bind(principal)
+            .bind(i64::from(limit))
+            .fetch_all(p)
+            .await
+            .map_err(StoreError::db("listing runs"))?
+        });
+        rows.into_iter().map(from_row).collect()
+    }
+
+    /// The calls counted against run `id`, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// `Database` when the read fails.
+    pub async fn run_calls(&self, id: RunId) -> Result<Vec<RunCall>, StoreError> {
+        let rows: Vec<(String, String, bool, i64, String)> = on_pool!(self, p => {
+            sqlx::query_as(
+                "SELECT call_id, tool, failed, output_bytes, at FROM run_calls WHERE run_id = $1 ORDER BY at, call_id",
+            )
+            .bind(id.to_string())
+            .fetch_all(p)
+            .await
+            .map_err(StoreError::db("reading a run's calls"))?
+        });
+        rows.into_iter()
+            .map(|(call_id, tool, failed, bytes, at)| {
+                Ok(RunCall {
+                    call_id: CallId::parse(&call_id).map_err(StoreError::Corrupt)?,
+                    tool,
+                    failed,
+                    output_bytes: unsigned(bytes),
+                    at,
+                })
+            })
+            .collect()
+    }
+
+    async fn mark_exhausted(&self, id: &str) -> Result<(), StoreError> {
+        on_pool!(self, p => {
+            sqlx::query("UPDATE runs SET status = 'exhausted' WHERE id = $1 AND status = 'open'")
+                .bind(id)
+                .execute(p)
+                .await
+                .map_err(StoreError::db("marking a run exhausted"))?;
+        });
+        Ok(())
+    }
+
+    /// Checks run `id`'s budget for one call of `tool` by `principal` and counts it.
+    ///
+    /// # Errors
+    ///
+    /// `Database` when a statement fails.
+    pub async fn admit_run_call(
+        &self,
+        id: RunId,
+        principal: &str,
+        tool: &str,
+    ) -> Result<Admission, StoreError> {
+        let key = id.to_string();
+        let Some(run) = self.run(id).await?.filter(|r| r.principal == principal) else {
+            return Ok(Admission::NotFound);
+        };
+        let failed = run.failures.get(tool).copied().unwrap_or(0);
+        let usage = run.usage(Utc::now());
+        if let Some(refusal) = run.budget.refusal(run.status, &usage, tool, failed) {
+            if refusal.ends_run() {
+                self.mark_exhausted(&key).await?;
+            }
+            return Ok(Admission::Refused(refusal));
+        }
+        let counted: Option<i64> = on_pool!(self, p => {
+            sqlx::query_scalar(
+                "UPDATE runs SET tool_calls = tool_calls + 1 WHERE id = $1 AND status = 'open' \
+                 AND (max_tool_calls IS NULL OR tool_calls < max_tool_calls) RETURNING tool_calls",
+            )
+            .bind(&key)
+            .fetch_optional(p)
+            .await
+            .map_err(StoreError::db("counting a call against its run"))?
+        });
+        if let Some(n) = counted {
+            return Ok(Admission::Counted(unsigned(n)));
+        }
+        // Another call (or instance) took the last one, or closed the run, meanwhile.
+        let Some(now) = self.run(id).await? else {
+            return Ok(Admission::NotFound);
+        };
+        if now.status != RunStatus::Open {
+            return Ok(Admission::Refused(Exhausted::Closed { status: now.status }));
+        }
+        self.mark_exhausted(&key).await?;
+        Ok(Admission::Refused(Exhausted::ToolCalls {
+            used: now.tool_calls,
+            max: now.budget.max_tool_calls.unwrap_or(0),
+        }))
+    }
+
+    /// Records the outcome of a call counted against run `id`.
+    ///
+    /// # Errors
+    ///
+    /// `Database` when a statement fails.
+    pub async fn settle_run_call(
+        &self,
+        id: RunId,
+        tool: &str,
+        call: CallId,
+        settled: Settled,
+    ) -> Result<(), StoreError> {
+        let key = id.to_string();
+        let at = ts(crate::now());
+        on_pool!(self, p => {
+            sqlx::query("UPDATE runs SET output_bytes = output_bytes + $2 WHERE id = $1")
+                .bind(&key)
+                .bind(signed(settled.output_bytes))
+                .execute(p)
+                .await
+                .map_err(StoreError::db("counting a run's output bytes"))?;
+            if settled.failed {
+                sqlx::query(
+                    "INSERT INTO run_tools (run_id, tool, failures) VALUES ($1, $2, 1) \
+                     ON CONFLICT (run_id, tool) DO UPDATE SET failures = run_tools.failures + 1",
+                )
+                .bind(&key)
+                .bind(tool)
+                .execute(p)
+                .await
+                .map_err(StoreError::db("counting a failed attempt of a tool in a run"))?;
+            }
+            sqlx::query(
+                "INSERT INTO run_calls (run_id, call_id, tool, failed, output_bytes, at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, call_id) DO NOTHING",
+            )
+            .bind(&key)
+            .bind(call.to_string())
+            .bind(tool)
+            .bind(settled.failed)
+            .bind(signed(settled.output_bytes))
+            .bind(&at)
+            .execute(p)
+            .await
+            .map_err(StoreError::db("recording a run's call"))?;
+        });
+        Ok(())
+    }
+
+    /// Counts one model turn of run `id` (reported by a client or the agent loop).
+    ///
+    /// # Errors
+    ///
+    /// `Database` when a statement fails.
+    pub async fn run_turn(&self, id: RunId, principal: &str) -> Result<Admission, StoreError> {
+        let key = id.to_string();
+        let counted: Option<i64> = on_pool!(self, p => {
+            sqlx::query_scalar(
+                "UPDATE runs SET turns = turns + 1 WHERE id = $1 AND principal = $2 AND status = 'open' \
+                 AND (max_turns IS NULL OR turns < max_turns) RETURNING turns",
+            )
+            .bind(&key)
+            .bind(principal)
+            .fetch_optional(p)
+            .await
+            .map_err(StoreError::db("counting a run's turn"))?
+        });
+        if let Some(n) = counted {
+            return Ok(Admission::Counted(unsigned(n)));
+        }
+        let Some(run) = self.run(id).await?.filter(|r| r.principal == principal) else {
+            return Ok(Admission::NotFound);
+        };
+        if run.status != RunStatus::Open {
+            return Ok(Admission::Refused(Exhausted::Closed { status: run.status }));
+        }
+        self.mark_exhausted(&key).await?;
+        Ok(Admission::Refused(Exhausted::Turns {
+            used: run.turns,
+            max: run.budget.max_turns.unwrap_or(0),
+        }))
+    }
+
+    /// Finishes `principal`'s open run `id`: further calls are refused. `false` when there is
+    /// no such open run.
+    ///
+    /// # Errors
+    ///
+    /// `Database` when the statement fails.
+    pub async fn finish_run(&self, id: RunId, principal: &str) -> Result<bool, StoreError> {
+        let changed = on_pool!(self, p => {
+            sqlx::query("UPDATE runs SET status = 'finished' WHERE id = $1 AND principal = $2 AND status = 'open'")
+                .bind(id.to_string())
+                .bind(principal)
+                .execute(p)
+                .await
+                .map_err(StoreError::db("finishing a run"))?
+                .rows_affected()
+        });
+        Ok(changed > 0)
+    }
+}
+
+/// The refusal when a run's count cannot be reached: the call does not run uncounted.
+fn unreachable(id: RunId, e: &StoreError) -> ToolError {
+    ToolError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "Run {id}'s budget could not be checked in the store, so the call was not run: {} (check that the database is reachable)",
+            ErrorChain(e)
+        ),
+    )
+}
+
+impl RunLedger for Store {
+    fn admit<'a>(
+        &'a self,
+        run: RunId,
+        principal: &'a str,
+        tool: &'a str,
+        _call: CallId,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(async move {
+            match self.admit_run_call(run, principal, tool).await {
+                Ok(Admission::Counted(_)) => Ok(()),
+                Ok(Admission::Refused(why)) => Err(why.error(&run)),
+                Ok(Admission::NotFound) => Err(run_not_found(&run)),
+                Err(e) => Err(unreachable(run, &e)),
+            }
+        })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        run: RunId,
+        tool: &'a str,
+        call: CallId,
+        settled: Settled,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(e) = self.settle_run_call(run, tool, call, settled).await {
+                tracing::warn!(error = %ErrorChain(&e), %run, tool, "a run's call outcome was not recorded");
+            }
+        })
+    }
+}

@@ -1,0 +1,244 @@
+//! Runs in the store, on each backend: tool calls counted atomically (two instances racing for
+//! the last calls of a run take exactly the budget), failed attempts per tool, wall time, turns,
+//! a run another principal cannot use, and counters kept across a reopen (a restart); and the
+//! pipeline's budget stage over the store, refusing the third failed attempt of a tool.
+#![cfg(test)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::TestDb;
+use serde_json::json;
+use toolgate_core::{
+    Budget, CallId, CallRequest, ErrorKind, Exhausted, PipelineBuilder, Registry, RunBudgetStage,
+    RunStatus, Settled, ToolBuilder, ToolError,
+};
+use toolgate_store::{Admission, Store};
+
+on_each_backend! {
+    tool_calls_are_counted_and_kept_across_a_reopen => counted_body;
+    two_instances_never_overspend_a_run => race_body;
+    failed_attempts_time_and_turns_are_budgets => other_budgets_body;
+    the_budget_stage_over_the_store_refuses_the_third_failure => stage_body;
+}
+
+fn failed(tool_failed: bool) -> Settled {
+    Settled {
+        failed: tool_failed,
+        output_bytes: if tool_failed { 0 } else { 10 },
+    }
+}
+
+async fn counted_body(db: &TestDb) {
+    let store = &db.store;
+    let budget = Budget {
+        max_tool_calls: Some(2),
+        ..Budget::default()
+    };
+    let run = store.create_run("agent", &budget).await.unwrap();
+    assert_eq!(
+        run.budget.max_attempts_per_tool,
+        Some(3),
+        "the default is stored"
+    );
+    for n in 1..=2 {
+        assert_eq!(
+            store.admit_run_call(run.id, "agent", "t").await.unwrap(),
+            Admission::Counted(n)
+        );
+        store
+            .settle_run_call(run.id, "t", CallId::new(), failed(false))
+            .await
+            .unwrap();
+    }
+    // Another principal: not found, as if the run did not exist.
+    assert_eq!(
+        store.admit_run_call(run.id, "intruder", "t").await.unwrap(),
+        Admission::NotFound
+    );
+    // A restart: a new store on the same database keeps the counters and refuses the third call.
+    let reopened = db.reopen().await;
+    let again = reopened.run(run.id).await.unwrap().unwrap();
+    assert_eq!(again.tool_calls, 2);
+    assert_eq!(again.output_bytes, 20);
+    assert_eq!(reopened.run_calls(run.id).await.unwrap().len(), 2);
+    assert_eq!(
+        reopened.admit_run_call(run.id, "agent", "t").await.unwrap(),
+        Admission::Refused(Exhausted::ToolCalls { used: 2, max: 2 })
+    );
+    let after = store.run(run.id).await.unwrap().unwrap();
+    assert_eq!(after.status, RunStatus::Exhausted);
+    let listed = store.runs(Some("agent"), 10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(store.runs(Some("other"), 10).await.unwrap().is_empty());
+    reopened.close().await;
+}
+
+async fn race_body(db: &TestDb) {
+    let a = db.store.clone();
+    let b = db.reopen().await;
+    let run = a
+        .create_run(
+            "agent",
+            &Budget {
+                max_tool_calls: Some(5),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let store: Store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            store.admit_run_call(run.id, "agent", "t").await.unwrap()
+        }));
+    }
+    let mut counted = 0;
+    for task in tasks {
+        if matches!(task.await.unwrap(), Admission::Counted(_)) {
+            counted += 1;
+        }
+    }
+    assert_eq!(counted, 5, "exactly the budget, across two instances");
+    assert_eq!(a.run(run.id).await.unwrap().unwrap().tool_calls, 5);
+    b.close().await;
+}
+
+async fn other_budgets_body(db: &TestDb) {
+    let store = &db.store;
+    let run = store.create_run("agent", &Budget::default()).await.unwrap();
+    for _ in 0..3 {
+        assert!(matches!(
+            store
+                .admit_run_call(run.id, "agent", "flaky")
+                .await
+                .unwrap(),
+            Admission::Counted(_)
+        ));
+        store
+            .settle_run_call(run.id, "flaky", CallId::new(), failed(true))
+            .await
+            .unwrap();
+    }
+    match store
+        .admit_run_call(run.id, "agent", "flaky")
+        .await
+        .unwrap()
+    {
+        Admission::Refused(Exhausted::Attempts { tool, failed, max }) => {
+            assert_eq!((tool.as_str(), failed, max), ("flaky", 3, 3));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Only that tool: the run goes on.
+    assert!(matches!(
+        store
+            .admit_run_call(run.id, "agent", "other")
+            .await
+            .unwrap(),
+        Admission::Counted(_)
+    ));
+    assert_eq!(
+        store.run(run.id).await.unwrap().unwrap().failures["flaky"],
+        3
+    );
+
+    let timed = store
+        .create_run(
+            "agent",
+            &Budget {
+                timeout_ms: Some(20),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.admit_run_call(timed.id, "agent", "t").await.unwrap(),
+        Admission::Counted(1)
+    ));
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    assert!(matches!(
+        store.admit_run_call(timed.id, "agent", "t").await.unwrap(),
+        Admission::Refused(Exhausted::Timeout { max: 20, .. })
+    ));
+
+    let turns = store
+        .create_run(
+            "agent",
+            &Budget {
+                max_turns: Some(1),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.run_turn(turns.id, "agent").await.unwrap(),
+        Admission::Counted(1)
+    );
+    assert_eq!(
+        store.run_turn(turns.id, "agent").await.unwrap(),
+        Admission::Refused(Exhausted::Turns { used: 1, max: 1 })
+    );
+    assert_eq!(
+        store.run_turn(turns.id, "intruder").await.unwrap(),
+        Admission::NotFound
+    );
+    assert!(
+        !store.finish_run(turns.id, "agent").await.unwrap(),
+        "already exhausted"
+    );
+    let open = store.create_run("agent", &Budget::default()).await.unwrap();
+    assert!(store.finish_run(open.id, "agent").await.unwrap());
+    assert_eq!(
+        store.admit_run_call(open.id, "agent", "t").await.unwrap(),
+        Admission::Refused(Exhausted::Closed {
+            status: RunStatus::Finished
+        })
+    );
+}
+
+async fn stage_body(db: &TestDb) {
+    let registry = Arc::new(Registry::new());
+    registry
+        .register(Arc::new(
+            ToolBuilder::new("always_fails", "Fails every time.")
+                .handler(|_, _| async { Err(ToolError::execution("it broke")) }),
+        ))
+        .unwrap();
+    let pipeline = PipelineBuilder::new(registry)
+        .stage(Arc::new(RunBudgetStage::new(
+            Arc::new(db.store.clone()) as Arc<dyn toolgate_core::RunLedger>
+        )))
+        .build();
+    let run = db
+        .store
+        .create_run("local", &Budget::default())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let r = pipeline
+            .call(CallRequest::new("always_fails", json!({})).run(run.id))
+            .await;
+        assert_eq!(r.error_kind(), Some(ErrorKind::Execution));
+    }
+    let r = pipeline
+        .call(CallRequest::new("always_fails", json!({})).run(run.id))
+        .await;
+    assert_eq!(r.error_kind(), Some(ErrorKind::BudgetExhausted));
+    let message = r.error().unwrap();
+    assert!(
+        message.contains("Change course: this tool failed 3 times"),
+        "{message}"
+    );
+    // A call without a run is not counted.
+    let r = pipeline
+        .call(CallRequest::new("always_fails", json!({})))
+        .await;
+    assert_eq!(r.error_kind(), Some(ErrorKind::Execution));
+    assert_eq!(db.store.run_calls(run.id).await.unwrap().len(), 3);
+}
