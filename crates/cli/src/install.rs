@@ -187,8 +187,14 @@ fn entry(global: &GlobalArgs, args: &InstallArgs, format: &Format) -> anyhow::Re
             std::env::current_dir()?.display()
         ),
     }
-    let db = match &global.db {
-        Some(db) => db.clone(),
+    let db = match global.db.as_deref() {
+        // A relative SQLite path would be opened in the client's working directory.
+        Some(db) => match db.strip_prefix("sqlite:") {
+            Some(path) if !Path::new(path).is_absolute() => {
+                format!("sqlite:{}", absolute(Path::new(path))?.display())
+            }
+            _ => db.to_owned(),
+        },
         None => format!("sqlite:{}", toolgate_runtime::default_db_path().display()),
     };
     command_args.push("--db".to_owned());

@@ -212,70 +212,206 @@ fn an_mcp_session_started_from_exactly_the_written_entry_lists_and_calls_tools()
         .join("Claude")
         .join("claude_desktop_config.json");
     let config: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let entry = &config["mcpServers"]["toolgate"];
-    // Started as a client starts it: its own working directory (here `/`), nothing of
-    // toolgate's environment but what the entry says, and HOME.
-    let mut command = Command::new(entry["command"].as_str().unwrap());
-    command
-        .args(
-            entry["args"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap()),
-        )
-        .env_clear()
-        .env("HOME", home.home())
-        .current_dir("/");
-    for (name, value) in entry["env"].as_object().unwrap() {
-        command.env(name, value.as_str().unwrap());
-    }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut ask = |message: Value| -> Value {
-        writeln!(stdin, "{message}").unwrap();
-        if message.get("id").is_none() {
-            return Value::Null;
-        }
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
-    };
-    let init = ask(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "installed-entry", "version": "1"}}}),
-    );
-    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
-    ask(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let list = ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
-    let names: Vec<&str> = list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert!(names.contains(&"read_file"), "{names:?}");
+    let mut session = Session::start(&config["mcpServers"]["toolgate"], &home.home());
+    let names = session.tool_names();
+    assert!(names.contains(&"read_file".to_owned()), "{names:?}");
     // The file tools are jailed to the folder install was run with, though the client started
-    // toolgate in `/`.
-    let call = ask(
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "read_file", "arguments": {"path": "notes.txt"}}}),
-    );
-    assert_eq!(call["result"]["isError"], false, "{call}");
-    assert!(
+    // toolgate in the home folder.
+    let text = session.call_text("read_file", json!({"path": "notes.txt"}));
+    assert!(text.contains("from the work folder"), "{text}");
+    session.close();
+}
+
+/// An MCP session over stdio with a server started exactly as a client starts an entry
+/// (`command`, `args`, `env`): in the home folder, with nothing of the test's environment but
+/// `HOME`.
+struct Session {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Session {
+    fn start(entry: &Value, home: &Path) -> Self {
+        let mut command = Command::new(entry["command"].as_str().unwrap());
+        command
+            .args(
+                entry["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap()),
+            )
+            .env_clear()
+            .env("HOME", home)
+            // Where desktop clients often start servers; unlike `/`, a stray relative path
+            // lands in the test's own folder.
+            .current_dir(home);
+        if let Some(env) = entry["env"].as_object() {
+            for (name, value) in env {
+                command.env(name, value.as_str().unwrap());
+            }
+        }
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut session = Self {
+            child,
+            stdin,
+            stdout,
+        };
+        let init = session.ask(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "installed-entry", "version": "1"}}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+        session.tell(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        session
+    }
+
+    fn tell(&mut self, message: Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+    }
+
+    fn ask(&mut self, message: Value) -> Value {
+        self.tell(message);
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    fn tool_names(&mut self) -> Vec<String> {
+        let list = self.ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The text of a successful call's first content block.
+    fn call_text(&mut self, tool: &str, arguments: Value) -> String {
+        let call = self.ask(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}));
+        assert_eq!(call["result"]["isError"], false, "{call}");
         call["result"]["content"][0]["text"]
             .as_str()
             .unwrap()
-            .contains("from the work folder"),
-        "{call}"
+            .to_owned()
+    }
+
+    fn close(mut self) {
+        drop(self.stdin);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// The newcomer path, in an empty folder with a fresh `HOME`: `init`, `serve` in the
+/// background, `install claude-desktop --print`, `install cursor` (twice: the second changes
+/// nothing), and an MCP session started from exactly the written entry calling a tool.
+#[test]
+fn the_newcomer_path_from_init_to_a_client_calling_a_tool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let toolgate = |args: &[&str]| {
+        let mut command = toolgate_test_support::cli::isolated(BIN);
+        command
+            .current_dir(&project)
+            .env("HOME", &home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .args(args);
+        command
+    };
+    let run = |args: &[&str]| {
+        let out = toolgate(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let said = run(&["init"]);
+    assert!(said.contains("toolgate.toml"), "{said}");
+    std::fs::write(
+        project.join("workspace").join("hello.txt"),
+        "hello, newcomer\n",
+    )
+    .unwrap();
+
+    // serve in the background, on the project's config and database.
+    let global = ["--config", "toolgate.toml", "--db", "sqlite:toolgate.db"];
+    let mut serve = toolgate(&[&global[..], &["serve", "--http", "127.0.0.1:0"]].concat())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kept open to the end: serve writes to stderr when it stops.
+    let mut stderr = BufReader::new(serve.stderr.take().unwrap());
+    let mut banner = String::new();
+    stderr.read_line(&mut banner).unwrap();
+    assert!(banner.contains("MCP http://127.0.0.1:"), "{banner}");
+
+    let shown = run(&[&global[..], &["install", "claude-desktop", "--print"]].concat());
+    let shown: Value = serde_json::from_str(&shown).unwrap();
+    let args = shown["mcpServers"]["toolgate"]["args"].to_string();
+    assert!(
+        args.contains("toolgate.toml") && args.contains("toolgate.db"),
+        "{args}"
     );
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    assert!(
+        !home.join(".config").join("Claude").exists(),
+        "--print writes nothing"
+    );
+
+    let first = run(&[&global[..], &["install", "cursor"]].concat());
+    assert!(first.starts_with("Created "), "{first}");
+    let file = home.join(".cursor").join("mcp.json");
+    let written = std::fs::read(&file).unwrap();
+    let second = run(&[&global[..], &["install", "cursor"]].concat());
+    assert!(second.contains("nothing written"), "{second}");
+    assert_eq!(std::fs::read(&file).unwrap(), written);
+
+    let config: Value = serde_json::from_slice(&written).unwrap();
+    let entry = &config["mcpServers"]["toolgate"];
+    // Every path in the entry is absolute: the client starts toolgate in a folder of its own.
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for pair in args.windows(2) {
+        if ["--config", "--db", "--root", "--tools-dir"].contains(&pair[0]) {
+            let path = pair[1].strip_prefix("sqlite:").unwrap_or(pair[1]);
+            assert!(Path::new(path).is_absolute(), "{} {}", pair[0], pair[1]);
+        }
+    }
+    assert!(
+        args.contains(&"--config") && args.contains(&"--db"),
+        "{args:?}"
+    );
+    let mut session = Session::start(entry, &home);
+    let names = session.tool_names();
+    for tool in ["utc_time", "read_file", "calculator"] {
+        assert!(names.iter().any(|n| n == tool), "{tool} in {names:?}");
+    }
+    // The config's root (workspace/) jails the file tools.
+    let text = session.call_text("read_file", json!({"path": "hello.txt"}));
+    assert!(text.contains("hello, newcomer"), "{text}");
+    session.close();
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(serve.wait().unwrap().success(), "{rest}");
 }
