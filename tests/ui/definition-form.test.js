@@ -149,10 +149,17 @@ test('a pasted TOML definition shows each problem at its line as you type', asyn
   await page.getByRole('button', { name: 'Create definition' }).click();
   await page.locator('#error-summary', { hasText: 'There are 2 problems' }).waitFor();
 
+  // Well-formed text that is not a definition: every mistake at once, each at its line.
+  await text.fill('name = "get_weather"\ndescription = "Current weather."\nefect = "read"\ncategory = "nowhere"\n');
+  await page.locator('#t-problems li', { hasText: /^Line 3, column 1 \(efect\): unknown field `efect`; did you mean `effect`\?/ }).waitFor();
+  await page.locator('#t-problems li', { hasText: /^Line 4, column \d+ \(category\): / }).waitFor();
+  assert.deepEqual(await page.locator('.gutter-bad').allTextContents(), ['! 3', '! 4']);
+  await checkA11y(page, 'definition text with mistakes serde stops at');
+
   // Text that does not parse: the parser's line.
-  await text.fill('name = "get_weather"\ndescription = "Current weather."\nefect = "read"\n');
-  await page.locator('#t-problems li', { hasText: /^Line 3, column 1: unknown field `efect`/ }).waitFor();
-  assert.deepEqual(await page.locator('.gutter-bad').allTextContents(), ['! 3']);
+  await text.fill('name = "get_weather"\ndescription = \n');
+  await page.locator('#t-problems li', { hasText: /^Line 2, column \d+: / }).waitFor();
+  assert.deepEqual(await page.locator('.gutter-bad').allTextContents(), ['! 2']);
   await checkA11y(page, 'definition text that does not parse');
 
   // YAML, fixed: valid, and saved as the server read it.

@@ -14,7 +14,6 @@ mod exit;
 mod init;
 mod install;
 mod output_types;
-mod problems;
 mod prompt;
 mod runs;
 mod serve;

@@ -268,7 +268,14 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
             && let Some(format) = toolgate_core::Format::from_path(&loaded.path)
             && let Ok(text) = std::fs::read_to_string(&loaded.path)
         {
-            let errors = crate::problems::of_document(&text, format);
+            let errors: Vec<toolgate_core::Issue> = toolgate_core::document_problems(&text, format)
+                .into_iter()
+                .map(|(at, mut issue)| {
+                    issue.message =
+                        format!("{} (line {}, column {})", issue.message, at.line, at.column);
+                    issue
+                })
+                .collect();
             if !errors.is_empty() {
                 failure.report = Some(toolgate_core::ValidationReport {
                     errors,

@@ -42,6 +42,7 @@ mod located;
 mod names;
 mod origin;
 pub mod pipeline;
+mod problems;
 pub mod registry;
 mod runkind;
 pub mod schema;
@@ -80,6 +81,7 @@ pub use pipeline::{
     SharedCounter, SharedSlot, Stage, json_len_at_most,
 };
 pub use pipeline::{MemoryRuns, RunBudgetStage, RunLedger, Settled, run_not_found};
+pub use problems::document_problems;
 pub use registry::{Page, Query, RegisteredTool, Registry, Snapshot};
 pub use runkind::RunKind;
 pub use schema_level::{SchemaLevel, TierCaps};

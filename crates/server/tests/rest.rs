@@ -287,15 +287,64 @@ async fn validate_takes_definition_text_and_gives_each_problem_its_line() {
         Some((json!(5), json!(1))),
         "{errors:?}"
     );
-    // Text that does not parse: the parser's line and column.
-    for (format, text, line) in [
+    // Well-formed text that is not a definition: the mistake at its line, with a hint.
+    for (format, text, line, code) in [
         (
             "toml",
             "name = \"x\"\ndescription = \"d\"\nefect = \"read\"\n",
             3,
+            "field.unknown",
         ),
-        ("json", "{\"name\": \"x\",\n \"description\": 5}", 2),
-        ("yaml", "name: x\ndescription: d\ncategory: nowhere\n", 3),
+        (
+            "json",
+            "{\"name\": \"x\",\n \"description\": 5}",
+            2,
+            "field.type",
+        ),
+        (
+            "yaml",
+            "name: x\ndescription: d\ncategory: nowhere\n",
+            3,
+            "field.enum",
+        ),
+    ] {
+        let v = h
+            .api(
+                Method::POST,
+                route,
+                route,
+                None,
+                Some(json!({ "format": format, "text": text })),
+            )
+            .await;
+        assert_eq!(v.status, StatusCode::OK, "{}", v.text);
+        assert_eq!(v.json["errors"][0]["code"], code, "{format}: {}", v.text);
+        assert_eq!(v.json["errors"][0]["line"], line, "{format}: {}", v.text);
+    }
+    // Several such mistakes come back together, each at its line (serde stops at the first).
+    let three = "name = \"x\"\ndescription = \"d\"\nefect = \"read\"\ncategory = \"nowhere\"\ntags = \"weather\"\n";
+    let v = h
+        .api(
+            Method::POST,
+            route,
+            route,
+            None,
+            Some(json!({ "format": "toml", "text": three })),
+        )
+        .await;
+    let lines: Vec<&Value> = v.json["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["line"])
+        .collect();
+    assert_eq!(lines, [&json!(3), &json!(4), &json!(5)], "{}", v.text);
+    assert!(v.text.contains("did you mean `effect`?"), "{}", v.text);
+    // Text that does not parse at all: the parser's line and column.
+    for (format, text, line) in [
+        ("toml", "name = \"x\"\ndescription = \"d\"\neffect = \n", 3),
+        ("json", "{\"name\": \"x\",\n \"description\": }", 2),
+        ("yaml", "name: x\ndescription: d\ncategory: [\n", 3),
     ] {
         let v = h
             .api(

@@ -364,6 +364,19 @@ fn validate_text(
     let def = match ToolDefinition::parse_located(text, format) {
         Ok(def) => def,
         Err(problem) => {
+            // Well-formed text that is not a definition: every problem at once (unknown
+            // fields, wrong types, bad enum values), not only the first serde met.
+            let all = toolgate_core::document_problems(text, format);
+            if !all.is_empty() {
+                let errors: Vec<Value> = all
+                    .into_iter()
+                    .map(|(at, issue)| {
+                        json!({ "path": issue.path, "code": issue.code, "message": issue.message,
+                                "line": at.line, "column": at.column })
+                    })
+                    .collect();
+                return json!({ "valid": false, "errors": errors, "warnings": [] });
+            }
             let mut issue = json!({ "path": "", "code": "parse", "message": problem.message });
             if let Some(at) = problem.position {
                 issue["line"] = json!(at.line);

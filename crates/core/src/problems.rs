@@ -1,16 +1,19 @@
-//! Every problem of a definition file that does not deserialize, at once: the file is read as a
+//! Every problem of definition text that does not deserialize, at once: the text is read as a
 //! plain document (TOML, JSON or YAML) and checked against the definition's JSON Schema
 //! (`toolgate schema definition`), so unknown fields (with the closest known one), wrong types,
 //! bad enum values and missing fields are all reported, each with its path, line and column,
 //! where serde stops at the first. Positions are exact in TOML (its parser keeps spans) and found
-//! by key in JSON and YAML ([`toolgate_core::locate`]).
+//! by key in JSON and YAML ([`crate::locate`]). The CLI's `tools validate` and REST's
+//! `POST /v1/tools/validate` with definition text both use it.
 
 use serde_json::Value;
-use toolgate_core::{Format, Issue, TextPosition};
 
-/// The problems of `text` in `format`; empty when it is not even well-formed (the parser's own
-/// message then says where) or when the schema finds nothing.
-pub fn of_document(text: &str, format: Format) -> Vec<Issue> {
+use crate::{Format, Issue, TextPosition};
+
+/// The problems of `text` in `format`, each at its line and column, in document order; empty
+/// when it is not even well-formed (the parser's own message then says where) or when the
+/// schema finds nothing.
+pub fn document_problems(text: &str, format: Format) -> Vec<(TextPosition, Issue)> {
     let doc: Value = match format {
         Format::Toml => match toml::from_str(text) {
             Ok(v) => v,
@@ -25,7 +28,7 @@ pub fn of_document(text: &str, format: Format) -> Vec<Issue> {
             Err(_) => return Vec::new(),
         },
     };
-    let schema = toolgate_core::definition_schema();
+    let schema = crate::definition_schema();
     let Ok(validator) = jsonschema::draft202012::new(&schema) else {
         return Vec::new();
     };
@@ -33,27 +36,27 @@ pub fn of_document(text: &str, format: Format) -> Vec<Issue> {
     for error in validator.iter_errors(&doc) {
         collect(&schema, &error, &mut found);
     }
-    let mut issues: Vec<((usize, usize), Issue)> = found
+    let mut issues: Vec<(TextPosition, Issue)> = found
         .into_iter()
         .map(|(segments, code, message, at_key)| {
             let path = dotted(&segments);
             let at = match format {
                 Format::Toml => locate_toml(text, &segments, at_key)
                     .map(|offset| TextPosition::of_offset(text, offset)),
-                Format::Json | Format::Yaml => toolgate_core::locate(text, &path),
+                Format::Json | Format::Yaml => crate::locate(text, &path),
             }
             .unwrap_or(TextPosition { line: 1, column: 1 });
             let issue = Issue {
                 path,
                 code: code.to_owned(),
-                message: format!("{message} (line {}, column {})", at.line, at.column),
+                message,
             };
-            ((at.line, at.column), issue)
+            (at, issue)
         })
         .collect();
-    issues.sort_by_key(|(at, _)| *at);
+    issues.sort_by_key(|(at, _)| (at.line, at.column));
     issues.dedup_by(|a, b| a.1 == b.1);
-    issues.into_iter().map(|(_, i)| i).collect()
+    issues
 }
 
 /// (path segments, code, message, whether the last segment is a key to point at).
@@ -235,7 +238,7 @@ fn dotted(segments: &[String]) -> String {
 }
 
 /// The byte offset of the value (or, with `at_key`, the key) at `segments` in TOML, from the
-/// parser's spans (JSON and YAML go through [`toolgate_core::locate`], which finds the key).
+/// parser's spans (JSON and YAML go through [`crate::locate`], which finds the key).
 fn locate_toml(text: &str, segments: &[String], at_key: bool) -> Option<usize> {
     use toml::de::{DeTable, DeValue};
     let root = DeTable::parse(text).ok()?;
