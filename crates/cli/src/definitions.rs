@@ -19,10 +19,12 @@ const ACTOR: &str = "local";
 /// Reads a definition file, or explains why it cannot be used (exit 1).
 fn read(args: &FileArgs) -> Result<ToolDefinition, ExitCode> {
     ToolDefinition::load(&args.file).map_err(|e| {
-        report_failure(
-            &args.file.display().to_string(),
-            &Failure::from_error(&e, None),
-        );
+        let mut failure = Failure::from_error(&e, None);
+        if failure.report.is_none() {
+            // Every mistake at once, not only the first serde met.
+            failure.report = crate::tools::file_problems(&args.file);
+        }
+        report_failure(&args.file.display().to_string(), &failure);
         exit::code(exit::FAILURE)
     })
 }

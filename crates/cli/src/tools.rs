@@ -265,23 +265,8 @@ pub async fn validate(global: &GlobalArgs, args: &ValidateArgs) -> anyhow::Resul
     for loaded in &mut results {
         if let Err(failure) = &mut loaded.outcome
             && failure.report.is_none()
-            && let Some(format) = toolgate_core::Format::from_path(&loaded.path)
-            && let Ok(text) = std::fs::read_to_string(&loaded.path)
         {
-            let errors: Vec<toolgate_core::Issue> = toolgate_core::document_problems(&text, format)
-                .into_iter()
-                .map(|(at, mut issue)| {
-                    issue.message =
-                        format!("{} (line {}, column {})", issue.message, at.line, at.column);
-                    issue
-                })
-                .collect();
-            if !errors.is_empty() {
-                failure.report = Some(toolgate_core::ValidationReport {
-                    errors,
-                    warnings: Vec::new(),
-                });
-            }
+            failure.report = file_problems(&loaded.path);
         }
     }
     let per_file = started.elapsed() / u32::try_from(results.len().max(1)).unwrap_or(u32::MAX);
@@ -440,4 +425,22 @@ fn all_specs(app: &App) -> Vec<ToolSpec> {
         .filter(|t| app.sees(t.spec().name().as_str()))
         .map(|t| t.spec().clone())
         .collect()
+}
+
+/// Every problem of a definition file serde stopped reading at its first mistake, each with its
+/// line and column; `None` when there is nothing more to say than the parser's own message.
+pub fn file_problems(path: &std::path::Path) -> Option<toolgate_core::ValidationReport> {
+    let format = toolgate_core::Format::from_path(path)?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let errors: Vec<toolgate_core::Issue> = toolgate_core::document_problems(&text, format)
+        .into_iter()
+        .map(|(at, mut issue)| {
+            issue.message = format!("{} (line {}, column {})", issue.message, at.line, at.column);
+            issue
+        })
+        .collect();
+    (!errors.is_empty()).then_some(toolgate_core::ValidationReport {
+        errors,
+        warnings: Vec::new(),
+    })
 }

@@ -463,6 +463,12 @@ fn a_definition_with_five_mistakes_gets_all_five_in_one_run() {
     let out = in_dir(dir.path(), &["tools", "validate", "weather.toml"]);
     assert_eq!(out.status.code(), Some(1));
     insta::assert_snapshot!(text(&out.stdout));
+    // `tools add` refuses it with the same five, and stores nothing.
+    let out = in_dir(dir.path(), &["tools", "add", "weather.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("\n  error    ").count(), 5, "{err}");
+    assert!(err.contains("did you mean `required`?"), "{err}");
 
     // JSON and YAML: the same problems, found by their keys.
     let json = r#"{
