@@ -72,7 +72,7 @@ pub struct Budget {
     pub max_tool_calls: Option<u32>,
     /// Wall clock of the whole run, from its start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 9_223_372_036_854_775_807u64))]
     pub timeout_ms: Option<u64>,
     /// Failed calls of one tool after which the run refuses that tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,7 +80,7 @@ pub struct Budget {
     pub max_attempts_per_tool: Option<u32>,
     /// Bytes of output (the data's JSON) returned over the whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 9_223_372_036_854_775_807u64))]
     pub max_output_bytes: Option<u64>,
 }
 
@@ -91,7 +91,8 @@ impl Budget {
             .unwrap_or(DEFAULT_ATTEMPTS_PER_TOOL)
     }
 
-    /// Refuses zeros: a budget of nothing is written by leaving the run out, not with `0`.
+    /// Refuses zeros (a budget of nothing is written by leaving the run out, not with `0`) and
+    /// times or byte counts beyond what the store holds (`i64::MAX`).
     pub fn check(&self) -> Result<(), String> {
         let zero = [
             ("max_turns", self.max_turns.map(u64::from)),
@@ -105,12 +106,24 @@ impl Budget {
         ]
         .into_iter()
         .find(|(_, v)| *v == Some(0));
-        match zero {
-            Some((key, _)) => Err(format!(
+        if let Some((key, _)) = zero {
+            return Err(format!(
                 "budget {key} must be at least 1 (leave it out for no limit)"
-            )),
-            None => Ok(()),
+            ));
         }
+        // The store keeps them as 64-bit signed integers.
+        for (key, value) in [
+            ("timeout_ms", self.timeout_ms),
+            ("max_output_bytes", self.max_output_bytes),
+        ] {
+            if value.is_some_and(|v| i64::try_from(v).is_err()) {
+                return Err(format!(
+                    "budget {key} must be at most {} (leave it out for no limit)",
+                    i64::MAX
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// This budget with every key `own` sets replaced (a principal's own budget over the

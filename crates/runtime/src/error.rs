@@ -130,9 +130,12 @@ pub enum RuntimeError {
         #[source]
         source: toolgate_builtins::OutputTypeError,
     },
-    /// A run's budget that cannot be granted (looser than the principal's ceiling, or a zero).
+    /// A run's budget that is not a budget (a zero, a value the store cannot hold).
     #[error("{0}")]
     Budget(String),
+    /// A run's budget looser than its principal's ceiling: valid, but not the caller's to have.
+    #[error("{0}")]
+    BudgetCeiling(String),
     /// A bug or broken invariant inside toolgate.
     #[error("{0}")]
     Internal(String),
@@ -168,6 +171,7 @@ impl RuntimeError {
                 _ => RuntimeErrorKind::Invalid,
             },
             Self::Budget(_) => RuntimeErrorKind::Invalid,
+            Self::BudgetCeiling(_) => RuntimeErrorKind::Forbidden,
             Self::Internal(_) => RuntimeErrorKind::Internal,
         }
     }

@@ -25,17 +25,19 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// [`RuntimeError::Budget`] naming a key of `request` looser than the principal's ceiling
-    /// (or a zero); a store error when the run cannot be written.
+    /// [`RuntimeError::Budget`] for a budget with a zero or a value the store cannot hold,
+    /// [`RuntimeError::BudgetCeiling`] naming a key of `request` looser than the principal's
+    /// ceiling; a store error when the run cannot be written.
     pub async fn start_run(
         &self,
         principal: &Principal,
         request: &Budget,
     ) -> Result<StoredRun, RuntimeError> {
+        request.check().map_err(RuntimeError::Budget)?;
         let budget = self
             .budget_of(principal)
             .tightened(request)
-            .map_err(RuntimeError::Budget)?;
+            .map_err(RuntimeError::BudgetCeiling)?;
         Ok(self
             .store()
             .create_run(principal.id.as_str(), &budget)

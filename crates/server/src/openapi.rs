@@ -493,7 +493,7 @@ fn schemas() -> Value {
         },
         "CallBody": {
             "type": "object", "additionalProperties": false,
-            "properties": { "arguments": { "type": ["object", "null"], "description": "The tool's arguments (checked against its input schema; a mismatch is an envelope with errorKind validation); null or absent: none" }, "idempotencyKey": { "type": ["string", "null"] }, "reason": { "type": ["string", "null"] }, "run": { "type": ["string", "null"], "description": "The run to count the call against (or the Toolgate-Run header); a spent budget is an envelope with errorKind budget_exhausted" } }
+            "properties": { "arguments": { "type": ["object", "null"], "description": "The tool's arguments (checked against its input schema; a mismatch is an envelope with errorKind validation); null or absent: none" }, "idempotencyKey": { "type": ["string", "null"] }, "reason": { "type": ["string", "null"] }, "run": { "type": ["string", "null"], "format": "uuid", "description": "The run to count the call against (or the Toolgate-Run header); a spent budget is an envelope with errorKind budget_exhausted" } }
         },
         "DecisionBody": {
             "type": "object", "additionalProperties": false,
@@ -604,12 +604,16 @@ const SERVER_STATES: [&str; 4] = ["stopped", "starting", "ready", "failed"];
 /// document, whose macro is at serde_json's recursion limit).
 /// `/v1/runs` (see `rest/runs.rs`).
 fn add_runs(doc: &mut Value) {
+    // null or absent: no limit. Counts are 32-bit; times and bytes fit the store's 64-bit
+    // signed integers.
+    let count = json!({ "type": ["integer", "null"], "minimum": 1, "maximum": u32::MAX });
+    let large = json!({ "type": ["integer", "null"], "minimum": 1, "maximum": i64::MAX });
     let budget = json!({ "type": "object", "additionalProperties": false, "properties": {
-        "max_turns": { "type": "integer", "minimum": 1 },
-        "max_tool_calls": { "type": "integer", "minimum": 1 },
-        "timeout_ms": { "type": "integer", "minimum": 1 },
-        "max_attempts_per_tool": { "type": "integer", "minimum": 1 },
-        "max_output_bytes": { "type": "integer", "minimum": 1 } } });
+        "max_turns": count.clone(),
+        "max_tool_calls": count.clone(),
+        "timeout_ms": large.clone(),
+        "max_attempts_per_tool": count,
+        "max_output_bytes": large } });
     let run = json!({ "type": "object", "required": ["id", "principal", "budget", "startedAt", "status", "turns", "toolCalls", "outputBytes", "failures", "elapsedMs"],
         "properties": {
             "id": { "type": "string" }, "principal": { "type": "string" }, "budget": budget.clone(),
@@ -622,15 +626,15 @@ fn add_runs(doc: &mut Value) {
     let id = path_param(
         "id",
         "Run id (as POST /v1/runs returned it)",
-        json!({ "type": "string" }),
+        json!({ "type": "string", "format": "uuid" }),
     );
     let paths = json!({
         "/v1/runs": {
             "get": op("The caller's runs, newest first, with their budget and consumption", json!([query_param("limit", "Page size, 1 to 500 (default 50)", json!({ "type": "integer", "minimum": 1, "maximum": 500 }))]), None,
                 ("200", body("The runs", json!({ "type": "object", "properties": { "runs": { "type": "array", "items": run.clone() } } }))), &["400", "401"]),
-            "post": op("Start a run of the caller: its configured budget, tightened by the body's budget (a looser key is a 400 naming the key and the ceiling)", json!([]),
-                Some(json!({ "required": false, "content": { "application/json": { "schema": { "type": "object", "additionalProperties": false, "properties": { "budget": budget } } } } })),
-                ("201", body("The run", run.clone())), &["400", "401", "413", "415"]),
+            "post": op("Start a run of the caller: its configured budget, tightened by the body's budget (a looser key is a 403 naming the key and the ceiling)", json!([]),
+                Some(json!({ "required": false, "content": { "application/json": { "schema": { "type": "object", "additionalProperties": false, "properties": { "budget": { "anyOf": [budget, { "type": "null" }] } } } } } })),
+                ("201", body("The run", run.clone())), &["400", "401", "403", "413", "415"]),
         },
         "/v1/runs/{id}": {
             "get": op("One of the caller's runs with its consumption and the calls counted against it (another principal's run is a 404)", json!([id.clone()]), None,

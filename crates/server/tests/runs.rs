@@ -46,7 +46,8 @@ fn calc() -> Value {
 #[tokio::test]
 async fn rest_runs_enforce_their_budget_and_belong_to_their_principal() {
     let h = harness().await;
-    // Looser than the ceiling: refused, naming the key and the ceiling.
+    // Looser than the ceiling: valid, but not the caller's to have (403), naming the key and
+    // the ceiling.
     let r = h
         .send(
             Method::POST,
@@ -55,7 +56,7 @@ async fn rest_runs_enforce_their_budget_and_belong_to_their_principal() {
             Some(json!({"budget": {"max_tool_calls": 4}})),
         )
         .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
     assert!(r.text.contains("max_tool_calls 4"), "{}", r.text);
     assert!(r.text.contains("ceiling of 3"), "{}", r.text);
     let r = h
@@ -195,6 +196,34 @@ async fn rest_runs_enforce_their_budget_and_belong_to_their_principal() {
         .await;
     assert_eq!(t.status, StatusCode::CONFLICT, "{}", t.text);
     assert!(t.text.contains("(max_turns)"), "{}", t.text);
+    // JSON's `2.0` is the integer 2; a budget that is not an object, or beyond what the store
+    // holds, is refused.
+    let r = h
+        .send(
+            Method::POST,
+            "/v1/runs",
+            Some(ALICE),
+            Some(json!({"budget": {"max_turns": 2.0, "max_output_bytes": null}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(r.json["budget"]["max_turns"], 2, "{}", r.text);
+    for (body, says) in [
+        (
+            json!({"budget": [null, null]}),
+            "budget must be an object, not an array",
+        ),
+        (
+            json!({"budget": {"timeout_ms": 9_223_372_036_854_775_808u64}}),
+            "budget timeout_ms must be at most 9223372036854775807",
+        ),
+    ] {
+        let r = h
+            .send(Method::POST, "/v1/runs", Some(ALICE), Some(body))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+        assert!(r.text.contains(says), "{}", r.text);
+    }
     h.cleanup().await;
 }
 

@@ -75,14 +75,34 @@ async fn start_run(
     Extension(caller): Extension<Arc<Caller>>,
     JsonBytes(body): JsonBytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
+    const HINT: &str = "send {\"budget\": {\"max_tool_calls\": N, ...}} or no body";
     let body: StartBody = if body.is_empty() {
         StartBody::default()
     } else {
-        object_body(
-            &body,
-            "run body",
-            "send {\"budget\": {\"max_tool_calls\": N, ...}} or no body",
-        )?
+        let mut raw: Value = object_body(&body, "run body", HINT)?;
+        // JSON has one number type: `5.0` is the integer 5 (as JSON Schema says), which serde
+        // would refuse for a count.
+        match raw.get_mut("budget") {
+            None | Some(Value::Null | Value::Object(_)) => {}
+            // serde would read a list as the struct's fields in order.
+            Some(other) => {
+                return Err(ServerError::BadRequest(format!(
+                    "Invalid run body: budget must be an object, not {}; {HINT}",
+                    super::json_type(other)
+                )));
+            }
+        }
+        if let Some(Value::Object(budget)) = raw.get_mut("budget") {
+            for value in budget.values_mut() {
+                if let Some(n) = value.as_f64().filter(|n| {
+                    !value.is_u64() && n.fract() == 0.0 && *n >= 0.0 && *n <= u64::MAX as f64
+                }) {
+                    *value = json!(n as u64);
+                }
+            }
+        }
+        serde_json::from_value(raw)
+            .map_err(|e| ServerError::BadRequest(format!("Invalid run body: {e}; {HINT}")))?
     };
     let run = gw
         .runtime()
