@@ -19,8 +19,8 @@ use crate::{PolicyClient, StreamResponse, parse_url, redacted, redirect_target, 
 /// address checks once (the URL and the policy never change afterwards); every connection is
 /// still made through the checking resolver, so a name's addresses are checked (and the
 /// connection pinned to a checked one) as for any other request. A request here is never
-/// redirected: a redirect is refused with its target named, like [`Redirects::Refuse`]
-/// (crate::Redirects::Refuse). The caller builds the headers (send only what the destination
+/// redirected: a redirect is refused with its target named, like
+/// [`Redirects::Refuse`](crate::Redirects::Refuse). The caller builds the headers (send only what the destination
 /// may see); the client adds its user agent and the body's length, nothing else.
 #[derive(Clone)]
 pub struct Endpoint {
