@@ -58,10 +58,10 @@ import threading
 import time
 from pathlib import Path
 
+from pgscratch import PG_HOST, PG_PORT, postgres_problem, psql
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = "crash_effect"
-PG_HOST = "127.0.0.1"
-PG_PORT = "5432"
 
 # Chaos settings (probabilities): per effect request, kill before / after the effect; per
 # successful approve, kill right after it; per request of the traffic, arm the random killer.
@@ -623,27 +623,6 @@ class Round:
 # Backends
 
 
-def psql(sql: str, check=True) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PGCONNECT_TIMEOUT="3")
-    return subprocess.run(
-        ["psql", "-h", PG_HOST, "-p", PG_PORT, "-U", "postgres", "-d", "postgres",
-         "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
-        env=env, capture_output=True, text=True, check=check, timeout=60)
-
-
-def postgres_available() -> str | None:
-    """None when usable, else why not."""
-    if shutil.which("psql") is None:
-        return "psql is not installed"
-    try:
-        r = psql("SELECT 1", check=False)
-    except subprocess.TimeoutExpired:
-        return "psql timed out"
-    if r.returncode != 0:
-        return f"cannot connect to PostgreSQL at {PG_HOST}:{PG_PORT}: {r.stderr.strip()}"
-    return None
-
-
 def run_backend(backend: str, args, binary: Path, tmp: Path, tools_dir: Path,
                 effects: EffectState) -> dict:
     rng = random.Random(f"{args.seed}-{backend}")
@@ -751,7 +730,7 @@ def main() -> int:
 
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     if "postgres" in backends:
-        why = postgres_available()
+        why = postgres_problem()
         if why is not None:
             if os.environ.get("CI") == "true":
                 print(f"error: PostgreSQL is needed with CI=true: {why}", file=sys.stderr)

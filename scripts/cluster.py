@@ -55,8 +55,9 @@ import threading
 import time
 from pathlib import Path
 
+from pgscratch import PG_HOST, PG_PORT, postgres_problem, psql
+
 ROOT = Path(__file__).resolve().parent.parent
-PG_HOST, PG_PORT = "127.0.0.1", "5432"
 RATE = 10  # the limited principal's calls per second (and burst)
 
 TOKENS = {"admin": "cluster-admin-token", "limited": "cluster-limited-token",
@@ -71,26 +72,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def psql(sql: str, check=True) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PGCONNECT_TIMEOUT="3")
-    return subprocess.run(
-        ["psql", "-h", PG_HOST, "-p", PG_PORT, "-U", "postgres", "-d", "postgres",
-         "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
-        env=env, capture_output=True, text=True, check=check, timeout=60)
-
-
-def postgres_problem() -> str | None:
-    if shutil.which("psql") is None:
-        return "psql is not installed"
-    try:
-        r = psql("SELECT 1", check=False)
-    except subprocess.TimeoutExpired:
-        return "psql timed out"
-    if r.returncode != 0:
-        return f"cannot connect to PostgreSQL at {PG_HOST}:{PG_PORT}: {r.stderr.strip()}"
-    return None
 
 
 def request(port: int, method: str, path: str, body=None, who="admin", timeout=15.0,
