@@ -4,7 +4,9 @@ For each provider, the recorded response the tool calls were read from
 (crates/export/tests/provider-responses/) and every snapshot of toolgate's answer to it — the
 runtime's end to end (crates/runtime/tests/snapshots/tool_calls__*.snap) and the formatter's
 (crates/export/tests/snapshots/provider_calls__*_results.snap) — must validate as the SDK's types,
-the answer pairing every call in the model's order:
+the answer pairing every call in the model's order (the `*_rich_results` snapshots answer with a
+result's attached blocks: text, image, PDF, text resource, and notes for what a provider does not
+take):
 
 - openai-chat: the response as `ChatCompletion`; [its assistant message] + the answer as a list
   of `ChatCompletionMessageParam`, each of the answer a `ChatCompletionToolMessageParam`;
@@ -49,6 +51,14 @@ def openai_chat(response: Any, results: Any) -> None:
     for i, item in enumerate(results):
         TypeAdapter(ChatCompletionToolMessageParam).validate_python(item)
         known_keys(item, ChatCompletionToolMessageParam, f"results[{i}]")
+        if isinstance(item["content"], list):  # attached blocks: text parts only
+            from openai.types.chat import ChatCompletionContentPartTextParam
+
+            for j, part in enumerate(item["content"]):
+                if part.get("type") != "text":
+                    raise ValueError(f"results[{i}].content[{j}]: a tool message takes text parts only")
+                TypeAdapter(ChatCompletionContentPartTextParam).validate_python(part)
+                known_keys(part, ChatCompletionContentPartTextParam, f"results[{i}].content[{j}]")
     answered = [m["tool_call_id"] for m in results]
     if answered != ids:
         raise ValueError(f"tool_call_ids {answered} do not answer the calls {ids} in order")
@@ -63,6 +73,21 @@ def openai_responses(response: Any, results: Any) -> None:
     for i, item in enumerate(results):
         TypeAdapter(FunctionCallOutput).validate_python(item)
         known_keys(item, FunctionCallOutput, f"results[{i}]")
+        if isinstance(item["output"], list):  # attached blocks: input_text/_image/_file
+            from openai.types.responses import (
+                ResponseInputFileContentParam,
+                ResponseInputImageContentParam,
+                ResponseInputTextContentParam,
+            )
+
+            kinds = {
+                "input_text": ResponseInputTextContentParam,
+                "input_image": ResponseInputImageContentParam,
+                "input_file": ResponseInputFileContentParam,
+            }
+            for j, part in enumerate(item["output"]):
+                TypeAdapter(kinds[part["type"]]).validate_python(part)
+                known_keys(part, kinds[part["type"]], f"results[{i}].output[{j}]")
     ids = [o.call_id for o in parsed.output if o.type == "function_call"]
     answered = [item["call_id"] for item in results]
     if answered != ids:
@@ -87,6 +112,14 @@ def anthropic(response: Any, results: Any) -> None:
     for i, block in enumerate(results["content"]):
         TypeAdapter(ToolResultBlockParam).validate_python(block)
         known_keys(block, ToolResultBlockParam, f"results.content[{i}]")
+        if isinstance(block.get("content"), list):  # attached blocks: text, image, document
+            from anthropic.types import DocumentBlockParam, ImageBlockParam, TextBlockParam
+
+            kinds = {"text": TextBlockParam, "image": ImageBlockParam, "document": DocumentBlockParam}
+            for j, inner in enumerate(block["content"]):
+                # Iterable fields are validated lazily by pydantic: check each block itself.
+                TypeAdapter(kinds[inner["type"]]).validate_python(inner)
+                known_keys(inner, kinds[inner["type"]], f"results.content[{i}].content[{j}]")
     ids = [b.id for b in message.content if b.type == "tool_use"]
     answered = [b["tool_use_id"] for b in results["content"]]
     if answered != ids:
@@ -102,6 +135,11 @@ def gemini(response: Any, results: Any) -> None:
     answers = [p.function_response for p in content.parts or []]
     if any(a is None for a in answers):
         raise ValueError("every part of the answer must be a functionResponse")
+    for a in answers:  # attached media: inline data the response's content references
+        names = {p.inline_data.display_name for p in a.parts or [] if p.inline_data}
+        refs = {c["$ref"] for c in (a.response or {}).get("content", []) if isinstance(c, dict)}
+        if names != refs:
+            raise ValueError(f"{a.name}: inline parts {sorted(names)} do not match the references {sorted(refs)}")
     pairs = [(c.name, c.id) for c in calls]
     answered = [(a.name, a.id) for a in answers]
     if answered != pairs:
@@ -138,6 +176,8 @@ def main() -> int:
         paths = [
             ROOT / f"crates/runtime/tests/snapshots/tool_calls__{runtime}.snap",
             ROOT / f"crates/export/tests/snapshots/provider_calls__{export}.snap",
+            # The same answers with a result's attached blocks (image, PDF, text, …).
+            ROOT / f"crates/export/tests/snapshots/provider_calls__{export.removesuffix('_results')}_rich_results.snap",
         ]
         for path in paths:
             try:

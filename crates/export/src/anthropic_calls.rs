@@ -2,10 +2,21 @@
 //! `content`, and results written back as one `user` message of `tool_result` blocks (each with
 //! its `tool_use_id`; an error has `"is_error": true`), which must follow the assistant message
 //! directly, all results together.
+//!
+//! A result with attached content blocks sends `content` as a list of blocks, as `tool_result`
+//! takes them: text blocks as `text`; images (JPEG, PNG, GIF, WebP) as `image` blocks with a
+//! base64 `source`; an embedded PDF as a `document` with a base64 source and an embedded text
+//! resource as a `document` with a `text` source (titled with its URI); a resource link as text.
+//! What Anthropic does not take in a tool result (sounds, other binary types) becomes a note text
+//! block saying what was left out. A result without blocks stays one string.
 
 use serde_json::{Value, json};
+use toolgate_core::Content;
 
-use crate::calls::{CallsError, Reader, ToolCall, ToolOutcome, required_id, result_text};
+use crate::calls::{
+    CallsError, Reader, ToolCall, ToolOutcome, data_text_beside, left_out_note, link_text,
+    model_blocks, required_id, result_text,
+};
 
 const MESSAGES: &str = "Anthropic Messages";
 
@@ -38,7 +49,7 @@ pub fn tool_results_message(outcomes: &[ToolOutcome]) -> Result<Value, CallsErro
             let mut block = json!({
                 "type": "tool_result",
                 "tool_use_id": required_id(MESSAGES, o)?,
-                "content": result_text(&o.result),
+                "content": content(o),
             });
             if !o.result.is_ok() {
                 block["is_error"] = Value::Bool(true);
@@ -47,4 +58,73 @@ pub fn tool_results_message(outcomes: &[ToolOutcome]) -> Result<Value, CallsErro
         })
         .collect::<Result<Vec<_>, CallsError>>()?;
     Ok(json!({ "role": "user", "content": blocks }))
+}
+
+/// The image types a Messages `image` block takes.
+const IMAGES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// A `tool_result`'s `content`: the result's text, or, with attached blocks, a list of blocks.
+fn content(outcome: &ToolOutcome) -> Value {
+    let blocks = model_blocks(&outcome.result);
+    if blocks.is_empty() {
+        return Value::String(result_text(&outcome.result));
+    }
+    let text = |t: String| json!({ "type": "text", "text": t });
+    let base64 = |kind: &str, mime: &str, data: &str| json!({ "type": kind, "source": { "type": "base64", "media_type": mime, "data": data } });
+    let mut out: Vec<Value> = data_text_beside(&outcome.result, &blocks)
+        .into_iter()
+        .map(text)
+        .collect();
+    for block in blocks {
+        out.push(match block {
+            Content::Text { text: t, .. } => text(t.clone()),
+            Content::Image {
+                data, mime_type, ..
+            } if IMAGES.contains(&mime_type.as_str()) => base64("image", mime_type, data),
+            Content::Image {
+                data, mime_type, ..
+            } => text(left_out_note(
+                "an image",
+                mime_type,
+                data,
+                "Anthropic takes JPEG, PNG, GIF and WebP images",
+            )),
+            Content::Audio {
+                data, mime_type, ..
+            } => text(left_out_note(
+                "a sound",
+                mime_type,
+                data,
+                "an Anthropic tool_result takes text, images and documents only",
+            )),
+            Content::Resource { resource, .. } => {
+                let mime = resource.mime_type.as_deref();
+                match (&resource.text, &resource.blob) {
+                    (Some(t), _) => json!({
+                        "type": "document",
+                        "source": { "type": "text", "media_type": "text/plain", "data": t },
+                        "title": resource.uri,
+                    }),
+                    (None, Some(blob)) if mime == Some("application/pdf") => {
+                        let mut doc = base64("document", "application/pdf", blob);
+                        doc["title"] = Value::String(resource.uri.clone());
+                        doc
+                    }
+                    (None, blob) => text(left_out_note(
+                        &format!("the resource {}", resource.uri),
+                        mime.unwrap_or("application/octet-stream"),
+                        blob.as_deref().unwrap_or_default(),
+                        "Anthropic documents are PDF or text",
+                    )),
+                }
+            }
+            Content::ResourceLink {
+                uri,
+                name,
+                description,
+                ..
+            } => text(link_text(uri, name, description.as_deref())),
+        });
+    }
+    Value::Array(out)
 }

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 use thiserror::Error;
-use toolgate_core::{CallId, CallRequest, ErrorKind, ToolResult};
+use toolgate_core::{CallId, CallRequest, Content, ErrorKind, Role, ToolResult};
 
 /// One tool call a model asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -220,6 +220,72 @@ pub(crate) fn result_text(result: &ToolResult) -> String {
         Some(data) => data.to_string(),
         None => Value::Object(error_object(result)).to_string(),
     }
+}
+
+/// The content blocks a tool attached that are meant for the model: every block but those whose
+/// annotations name an audience without the assistant (MCP's `audience: ["user"]`: for the
+/// person, not the model). Only successes carry blocks.
+pub(crate) fn model_blocks(result: &ToolResult) -> Vec<&Content> {
+    result
+        .content
+        .iter()
+        .filter(|block| {
+            annotations(block)
+                .and_then(|a| a.audience.as_ref())
+                .is_none_or(|roles| roles.contains(&Role::Assistant))
+        })
+        .collect()
+}
+
+fn annotations(block: &Content) -> Option<&toolgate_core::Annotations> {
+    match block {
+        Content::Text { annotations, .. }
+        | Content::Image { annotations, .. }
+        | Content::Audio { annotations, .. }
+        | Content::Resource { annotations, .. }
+        | Content::ResourceLink { annotations, .. } => annotations.as_ref(),
+    }
+}
+
+/// The data as text beside attached blocks: `None` when the data is `null` and blocks carry the
+/// result (an upstream whose answer starts with an image has no data of its own).
+pub(crate) fn data_text_beside(result: &ToolResult, blocks: &[&Content]) -> Option<String> {
+    match result.data() {
+        Some(Value::Null) if !blocks.is_empty() => None,
+        _ => Some(result_text(result)),
+    }
+}
+
+/// The text of a resource link, a text block's stand-in where links are not a block type.
+pub(crate) fn link_text(uri: &str, name: &str, description: Option<&str>) -> String {
+    match description {
+        Some(d) => format!("[resource link] {name} <{uri}>: {d}"),
+        None => format!("[resource link] {name} <{uri}>"),
+    }
+}
+
+/// The text of an embedded text resource.
+pub(crate) fn resource_text(uri: &str, text: &str) -> String {
+    format!("[resource {uri}]\n{text}")
+}
+
+/// What stands in for a block a provider cannot carry in a tool result: what it was, its size,
+/// and why it is not there, so the model knows something was left out.
+pub(crate) fn left_out_note(what: &str, mime: &str, base64: &str, why: &str) -> String {
+    // Base64 carries 3 bytes in 4 characters.
+    let bytes = base64.trim_end_matches('=').len() * 3 / 4;
+    format!("[toolgate: the tool also returned {what} ({mime}, {bytes} bytes), left out: {why}]")
+}
+
+/// `data:MIME;base64,DATA`, the form OpenAI takes inline images and files in.
+pub(crate) fn data_url(mime: &str, base64: &str) -> String {
+    format!("data:{mime};base64,{base64}")
+}
+
+/// The last path segment of a URI, as a file name (`file.pdf` of `file:///docs/file.pdf`).
+pub(crate) fn file_name(uri: &str) -> &str {
+    let path = uri.split(['?', '#']).next().unwrap_or(uri);
+    path.rsplit('/').find(|s| !s.is_empty()).unwrap_or(path)
 }
 
 /// `{"error": message, "errorKind": kind, "approvalId"?: id}` for a failed result.

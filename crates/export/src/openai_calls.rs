@@ -3,6 +3,14 @@
 //! `function_call`), and results written back as Chat `role: "tool"` messages (with
 //! `tool_call_id`) or Responses `function_call_output` items (with `call_id`).
 //!
+//! Content blocks a tool attached beside its data (images, files, text) go along as far as each
+//! API takes them. A Chat Completions tool message's `content` takes text parts only: text blocks
+//! and text resources become text parts, and an image, a sound or a binary resource becomes a
+//! note text part saying what was left out and why. A Responses `function_call_output`'s `output`
+//! takes a list of `input_text`, `input_image` (PNG, JPEG, WebP, GIF as a `data:` URL) and
+//! `input_file` (base64 `file_data` with a `filename`) items: images and binary resources go as
+//! those; a sound becomes a note. A result without blocks stays one string, as before.
+//!
 //! OpenAI has no error flag on a tool result: an error is sent as the JSON text
 //! `{"error": message, "errorKind": kind}`. Arguments arrive as JSON text; text that is not a JSON
 //! object becomes that call's `validation` error, not a failure of the whole response. With a
@@ -10,8 +18,12 @@
 //! pipeline's validation drops those before checking (`toolgate_core::schema::strip_optional_nulls`).
 
 use serde_json::{Value, json};
+use toolgate_core::Content;
 
-use crate::calls::{CallsError, Reader, ToolCall, ToolOutcome, join, required_id, result_text};
+use crate::calls::{
+    CallsError, Reader, ToolCall, ToolOutcome, data_text_beside, data_url, file_name, join,
+    left_out_note, link_text, model_blocks, required_id, resource_text, result_text,
+};
 
 const CHAT: &str = "OpenAI Chat Completions";
 const RESPONSES: &str = "OpenAI Responses";
@@ -95,7 +107,7 @@ pub fn chat_tool_messages(outcomes: &[ToolOutcome]) -> Result<Vec<Value>, CallsE
             Ok(json!({
                 "role": "tool",
                 "tool_call_id": required_id(CHAT, o)?,
-                "content": result_text(&o.result),
+                "content": chat_content(o),
             }))
         })
         .collect()
@@ -111,8 +123,126 @@ pub fn responses_outputs(outcomes: &[ToolOutcome]) -> Result<Vec<Value>, CallsEr
             Ok(json!({
                 "type": "function_call_output",
                 "call_id": required_id(RESPONSES, o)?,
-                "output": result_text(&o.result),
+                "output": responses_output(o),
             }))
         })
         .collect()
+}
+
+/// Image types the OpenAI APIs take as input: PNG, JPEG, WebP and (non-animated) GIF.
+const OPENAI_IMAGES: [&str; 5] = [
+    "image/png",
+    "image/jpeg",
+    "image/jpg",
+    "image/webp",
+    "image/gif",
+];
+
+/// A Chat Completions tool message's `content`: the result's text, or, with attached blocks,
+/// text parts (the only part type a tool message takes).
+fn chat_content(outcome: &ToolOutcome) -> Value {
+    let blocks = model_blocks(&outcome.result);
+    if blocks.is_empty() {
+        return Value::String(result_text(&outcome.result));
+    }
+    const WHY: &str = "Chat Completions tool messages take text only";
+    let text = |t: String| json!({ "type": "text", "text": t });
+    let mut parts: Vec<Value> = data_text_beside(&outcome.result, &blocks)
+        .into_iter()
+        .map(text)
+        .collect();
+    for block in blocks {
+        parts.push(text(match block {
+            Content::Text { text, .. } => text.clone(),
+            Content::Image {
+                data, mime_type, ..
+            } => left_out_note("an image", mime_type, data, WHY),
+            Content::Audio {
+                data, mime_type, ..
+            } => left_out_note("a sound", mime_type, data, WHY),
+            Content::Resource { resource, .. } => match (&resource.text, &resource.blob) {
+                (Some(t), _) => resource_text(&resource.uri, t),
+                (None, blob) => left_out_note(
+                    &format!("the resource {}", resource.uri),
+                    resource
+                        .mime_type
+                        .as_deref()
+                        .unwrap_or("application/octet-stream"),
+                    blob.as_deref().unwrap_or_default(),
+                    WHY,
+                ),
+            },
+            Content::ResourceLink {
+                uri,
+                name,
+                description,
+                ..
+            } => link_text(uri, name, description.as_deref()),
+        }));
+    }
+    Value::Array(parts)
+}
+
+/// A Responses `function_call_output`'s `output`: the result's text, or, with attached blocks,
+/// a list of `input_text`, `input_image` and `input_file` items.
+fn responses_output(outcome: &ToolOutcome) -> Value {
+    let blocks = model_blocks(&outcome.result);
+    if blocks.is_empty() {
+        return Value::String(result_text(&outcome.result));
+    }
+    let text = |t: String| json!({ "type": "input_text", "text": t });
+    let mut items: Vec<Value> = data_text_beside(&outcome.result, &blocks)
+        .into_iter()
+        .map(text)
+        .collect();
+    for block in blocks {
+        items.push(match block {
+            Content::Text { text: t, .. } => text(t.clone()),
+            Content::Image {
+                data, mime_type, ..
+            } if OPENAI_IMAGES.contains(&mime_type.as_str()) => json!({
+                "type": "input_image",
+                "image_url": data_url(mime_type, data),
+                "detail": "auto",
+            }),
+            Content::Image {
+                data, mime_type, ..
+            } => text(left_out_note(
+                "an image",
+                mime_type,
+                data,
+                "OpenAI takes PNG, JPEG, WebP and GIF images",
+            )),
+            Content::Audio {
+                data, mime_type, ..
+            } => text(left_out_note(
+                "a sound",
+                mime_type,
+                data,
+                "a Responses function_call_output takes text, images and files only",
+            )),
+            Content::Resource { resource, .. } => match (&resource.text, &resource.blob) {
+                (Some(t), _) => text(resource_text(&resource.uri, t)),
+                (None, Some(blob)) => {
+                    let mime = resource
+                        .mime_type
+                        .as_deref()
+                        .unwrap_or("application/octet-stream");
+                    json!({
+                        "type": "input_file",
+                        "file_data": data_url(mime, blob),
+                        "filename": file_name(&resource.uri),
+                    })
+                }
+                (None, None) => text(resource_text(&resource.uri, "")),
+            },
+            Content::ResourceLink {
+                uri,
+                name,
+                description,
+                ..
+            } => text(link_text(uri, name, description.as_deref())),
+        });
+    }
+    Value::Array(items)
 }

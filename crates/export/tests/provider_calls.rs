@@ -239,3 +239,92 @@ fn a_result_for_a_call_without_id_cannot_go_to_openai_or_anthropic() {
         json!({"name": "calculator", "response": {"output": 1}})
     );
 }
+
+/// A 1×1 PNG, base64.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+
+/// The scenario's outcomes with the read (the fourth call) answering with attached blocks: a
+/// text, a PNG, a PDF and a text resource, a sound, a TIFF (no provider's image type), a link,
+/// and an image meant for the person only (`audience: ["user"]`: not sent to the model).
+fn rich_outcomes(calls: Vec<ToolCall>) -> Vec<ToolOutcome> {
+    let mut outcomes = outcomes(calls);
+    outcomes[3].result = envelope(
+        "read_file",
+        json!({
+            "data": "chart of 391 by month",
+            "content": [
+                {"type": "text", "text": "The chart shows a peak in March."},
+                {"type": "image", "data": PNG, "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "file:///reports/march.pdf", "mimeType": "application/pdf", "blob": "JVBERi0xLjQK"}},
+                {"type": "resource", "resource": {"uri": "file:///reports/notes.txt", "mimeType": "text/plain", "text": "peak: March"}},
+                {"type": "audio", "data": "UklGRiQAAABXQVZF", "mimeType": "audio/wav"},
+                {"type": "image", "data": "SUkqAA==", "mimeType": "image/tiff"},
+                {"type": "resource_link", "uri": "file:///reports/april.csv", "name": "april.csv", "description": "April's figures"},
+                {"type": "image", "data": PNG, "mimeType": "image/png", "annotations": {"audience": ["user"]}},
+            ],
+        }),
+    );
+    outcomes
+}
+
+#[test]
+fn attached_blocks_go_back_as_each_provider_takes_them() {
+    let chat = openai_calls::parse_chat_completion(&response("openai-chat.json")).unwrap();
+    let messages = openai_calls::chat_tool_messages(&rich_outcomes(chat)).unwrap();
+    let parts = messages[3]["content"].as_array().unwrap();
+    assert!(
+        parts.iter().all(|p| p["type"] == "text"),
+        "a Chat Completions tool message takes text parts only"
+    );
+    assert!(
+        parts[2]["text"]
+            .as_str()
+            .unwrap()
+            .contains("an image (image/png, 70 bytes), left out")
+    );
+    assert_eq!(
+        parts.len(),
+        8,
+        "the data and seven blocks; the person's image is not sent"
+    );
+    assert_eq!(
+        messages[0]["content"], "{\"result\":391}",
+        "no blocks: one string"
+    );
+    insta::assert_json_snapshot!("openai_chat_rich_results", messages);
+
+    let responses = openai_calls::parse_responses(&response("openai-responses.json")).unwrap();
+    let items = openai_calls::responses_outputs(&rich_outcomes(responses)).unwrap();
+    let output = items[3]["output"].as_array().unwrap();
+    assert_eq!(output[2]["type"], "input_image");
+    assert_eq!(output[3]["type"], "input_file");
+    assert_eq!(output[3]["filename"], "march.pdf");
+    insta::assert_json_snapshot!("openai_responses_rich_results", items);
+
+    let anthropic = anthropic_calls::parse_message(&response("anthropic-messages.json")).unwrap();
+    let message = anthropic_calls::tool_results_message(&rich_outcomes(anthropic)).unwrap();
+    let blocks = message["content"][3]["content"].as_array().unwrap();
+    let kinds: Vec<_> = blocks.iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "text", "text", "image", "document", "document", "text", "text", "text"
+        ]
+    );
+    insta::assert_json_snapshot!("anthropic_rich_results", message);
+
+    let gemini =
+        gemini_calls::parse_generate_content(&response("gemini-generate-content.json")).unwrap();
+    let content = gemini_calls::function_responses(&rich_outcomes(gemini));
+    let part = &content["parts"][3]["functionResponse"];
+    assert_eq!(
+        part["parts"].as_array().unwrap().len(),
+        2,
+        "the PNG and the PDF inline"
+    );
+    assert_eq!(
+        part["response"]["content"][1],
+        json!({"$ref": "1-image.png"})
+    );
+    insta::assert_json_snapshot!("gemini_rich_results", content);
+}

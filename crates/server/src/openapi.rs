@@ -621,7 +621,9 @@ fn add_runs(doc: &mut Value) {
             "turns": { "type": "integer" }, "toolCalls": { "type": "integer" }, "outputBytes": { "type": "integer" },
             "failures": { "type": "object", "additionalProperties": { "type": "integer" } },
             "elapsedMs": { "type": "integer" },
-            "calls": { "type": "array", "items": { "type": "object" } } } });
+            "calls": { "type": "array", "items": { "type": "object", "required": ["callId", "tool", "failed", "outputBytes", "at"], "properties": {
+                "callId": { "type": "string", "format": "uuid" }, "tool": { "type": "string" }, "failed": { "type": "boolean" },
+                "outputBytes": { "type": "integer", "minimum": 0 }, "at": { "type": "string" } } } } } });
     let body = |description: &str, schema: Value| json!({ "description": description, "content": { "application/json": { "schema": schema } } });
     let id = path_param(
         "id",

@@ -55,6 +55,7 @@ static ASSETS: &[Asset] = assets! {
     "views/calls.js" => JS,
     "views/definition-text.js" => JS,
     "views/playground.js" => JS,
+    "views/runs.js" => JS,
     "views/servers.js" => JS,
     "views/tool-detail.js" => JS,
     "views/tool-form.js" => JS,

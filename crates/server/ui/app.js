@@ -10,6 +10,7 @@ import * as approvals from './views/approvals.js';
 import * as calls from './views/calls.js';
 import * as playground from './views/playground.js';
 import * as servers from './views/servers.js';
+import * as runs from './views/runs.js';
 
 const main = document.getElementById('main');
 let current = null; // { dispose?, onEvent? } of the page on screen
@@ -26,6 +27,8 @@ const ROUTES = [
   [/^#\/approvals\/?$/, 'approvals', approvals, () => ({})],
   [/^#\/calls\/?$/, 'calls', calls, () => ({})],
   [/^#\/calls\/([0-9a-fA-F-]{36})$/, 'calls', calls, (m) => ({ id: m[1] })],
+  [/^#\/runs\/?$/, 'runs', runs, () => ({})],
+  [/^#\/runs\/([0-9a-fA-F-]{36})$/, 'runs', runs, (m) => ({ id: m[1] })],
   [/^#\/playground\/?$/, 'playground', playground, () => ({})],
   [/^#\/playground\/([a-z][a-z0-9_]*)$/, 'playground', playground, (m) => ({ name: m[1] })],
   [/^#\/servers\/?$/, 'servers', servers, () => ({})],

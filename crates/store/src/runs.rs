@@ -242,7 +242,8 @@ impl Store {
         Ok(Some(run))
     }
 
-    /// Runs, newest first: `principal`'s only when given; at most `limit`.
+    /// Runs, newest first, each with its failures per tool: `principal`'s only when given; at
+    /// most `limit`.
     ///
     /// # Errors
     ///
@@ -252,17 +253,37 @@ impl Store {
         principal: Option<&str>,
         limit: u32,
     ) -> Result<Vec<StoredRun>, StoreError> {
-        let rows: Vec<Row> = on_pool!(self, p => {
-            sqlx::query_as(select!(
+        let (rows, failures): (Vec<Row>, Vec<(String, String, i64)>) = on_pool!(self, p => {
+            let rows = sqlx::query_as(select!(
                 "WHERE ($1 IS NULL OR principal = $1) ORDER BY id DESC LIMIT $2"
             ))
             .bind(principal)
             .bind(i64::from(limit))
             .fetch_all(p)
             .await
-            .map_err(StoreError::db("listing runs"))?
+            .map_err(StoreError::db("listing runs"))?;
+            let failures = sqlx::query_as(
+                "SELECT run_id, tool, failures FROM run_tools WHERE run_id IN \
+                 (SELECT id FROM runs WHERE ($1 IS NULL OR principal = $1) ORDER BY id DESC LIMIT $2) \
+                 ORDER BY run_id, tool",
+            )
+            .bind(principal)
+            .bind(i64::from(limit))
+            .fetch_all(p)
+            .await
+            .map_err(StoreError::db("reading the runs' failures"))?;
+            (rows, failures)
         });
-        rows.into_iter().map(from_row).collect()
+        let mut runs = rows
+            .into_iter()
+            .map(from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        for (run_id, tool, n) in failures {
+            if let Some(run) = runs.iter_mut().find(|r| r.id.to_string() == run_id) {
+                run.failures.insert(tool, small(n));
+            }
+        }
+        Ok(runs)
     }
 
     /// The calls counted against run `id`, oldest first.

@@ -70,8 +70,30 @@ async fn counted_body(db: &TestDb) {
     );
     let after = store.run(run.id).await.unwrap().unwrap();
     assert_eq!(after.status, RunStatus::Exhausted);
+    // The list carries each run's failures per tool, as reading one run does.
+    let failing = store.create_run("agent", &Budget::default()).await.unwrap();
+    for tool in ["t", "t", "u"] {
+        store
+            .admit_run_call(failing.id, "agent", tool)
+            .await
+            .unwrap();
+        store
+            .settle_run_call(failing.id, tool, CallId::new(), failed(true))
+            .await
+            .unwrap();
+    }
     let listed = store.runs(Some("agent"), 10).await.unwrap();
-    assert_eq!(listed.len(), 1);
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].id, failing.id, "newest first");
+    assert_eq!(
+        listed[0].failures,
+        [("t".to_owned(), 2), ("u".to_owned(), 1)].into()
+    );
+    assert!(listed[1].failures.is_empty());
+    assert_eq!(
+        store.runs(Some("agent"), 1).await.unwrap()[0].failures,
+        listed[0].failures
+    );
     assert!(store.runs(Some("other"), 10).await.unwrap().is_empty());
     reopened.close().await;
 }
