@@ -516,3 +516,64 @@ fn mcp_handshake(stdin: &mut impl Write, client: &str, version: &str) {
     )
     .unwrap();
 }
+
+/// Starts `toolgate serve` on a free loopback port in `dir`; returns it, its stderr and the
+/// address.
+fn start_serve(dir: &std::path::Path) -> (std::process::Child, Lines, String) {
+    let mut child = toolgate(dir)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::of(child.stderr.take().unwrap());
+    let banner = stderr.next_line(&mut child, "the startup banner");
+    let addr = banner
+        .split("MCP http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .to_owned();
+    (child, stderr, addr)
+}
+
+fn stop_serve(mut child: std::process::Child, stderr: &Lines) {
+    send_signal(child.id(), "-TERM");
+    let rest = stderr.until_closed(&mut child, "serve to stop after SIGTERM");
+    assert!(child.wait().unwrap().success(), "{rest}");
+}
+
+#[test]
+fn a_runs_budget_holds_across_a_restart_of_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, stderr, addr) = start_serve(dir.path());
+    let reply = http(
+        &addr,
+        "POST",
+        "/v1/runs",
+        r#"{"budget": {"max_tool_calls": 2}}"#,
+    );
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply}");
+    let id = reply
+        .split(r#""id":""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let call = format!(r#"{{"arguments": {{"expression": "6*7"}}, "run": "{id}"}}"#);
+    let reply = http(&addr, "POST", "/v1/tools/calculator/call", &call);
+    assert!(reply.contains(r#""data":{"result":42}"#), "{reply}");
+    stop_serve(child, &stderr);
+
+    // Another process on the same database: one call left, then the budget is spent.
+    let (child, stderr, addr) = start_serve(dir.path());
+    let reply = http(&addr, "POST", "/v1/tools/calculator/call", &call);
+    assert!(reply.contains(r#""data":{"result":42}"#), "{reply}");
+    let reply = http(&addr, "POST", "/v1/tools/calculator/call", &call);
+    assert!(reply.contains("budget_exhausted"), "{reply}");
+    assert!(
+        reply.contains("2 of its 2 tool calls (max_tool_calls)"),
+        "{reply}"
+    );
+    stop_serve(child, &stderr);
+}

@@ -232,6 +232,19 @@ pub enum Exhausted {
         /// The budget.
         max: u64,
     },
+    /// `max_attempts_per_tool`, not spent yet: `tool` failed `failed` times and `in_flight`
+    /// calls of it are still running; if they fail too, it reaches `max`, so this call waits for
+    /// their outcome. Retryable (`rate_limited`): once they succeed, it may run.
+    AttemptsInFlight {
+        /// The tool.
+        tool: String,
+        /// Its failed calls.
+        failed: u32,
+        /// Its calls admitted and not yet settled.
+        in_flight: u32,
+        /// The budget.
+        max: u32,
+    },
     /// `max_attempts_per_tool`: `tool` failed `failed` times in this run.
     Attempts {
         /// The tool.
@@ -268,7 +281,7 @@ impl Exhausted {
         match self {
             Self::ToolCalls { .. } => "max_tool_calls",
             Self::Timeout { .. } => "timeout_ms",
-            Self::Attempts { .. } => "max_attempts_per_tool",
+            Self::Attempts { .. } | Self::AttemptsInFlight { .. } => "max_attempts_per_tool",
             Self::OutputBytes { .. } => "max_output_bytes",
             Self::Turns { .. } => "max_turns",
             Self::Closed { .. } => "status",
@@ -277,7 +290,10 @@ impl Exhausted {
 
     /// Whether the whole run is spent (as opposed to one tool in it).
     pub fn ends_run(&self) -> bool {
-        !matches!(self, Self::Attempts { .. } | Self::Closed { .. })
+        !matches!(
+            self,
+            Self::Attempts { .. } | Self::AttemptsInFlight { .. } | Self::Closed { .. }
+        )
     }
 
     /// The message: which budget, how much was used, and what the model should do.
@@ -293,6 +309,14 @@ impl Exhausted {
             Self::Attempts { tool, failed, max } => format!(
                 "Budget exhausted for tool {tool}: it failed {failed} times in run {run} (max_attempts_per_tool {max}). Change course: this tool failed {failed} times; do not call it again in this run, use another tool or answer with what you have."
             ),
+            Self::AttemptsInFlight {
+                tool,
+                failed,
+                in_flight,
+                max,
+            } => format!(
+                "Tool {tool} has {in_flight} calls still running in run {run} and has failed {failed} times; if they fail too it reaches max_attempts_per_tool {max}. Wait for their results before calling {tool} again."
+            ),
             Self::OutputBytes { used, max } => format!(
                 "Budget exhausted: run {run} has received {used} bytes of tool output of its {max} (max_output_bytes). {STOP}"
             ),
@@ -305,8 +329,12 @@ impl Exhausted {
         }
     }
 
-    /// The call's result: a `budget_exhausted` error, never retried.
+    /// The call's result: a `budget_exhausted` error, never retried (`rate_limited` and
+    /// retryable for [`Self::AttemptsInFlight`]).
     pub fn error(&self, run: &RunId) -> ToolError {
+        if matches!(self, Self::AttemptsInFlight { .. }) {
+            return ToolError::new(ErrorKind::RateLimited, self.message(run));
+        }
         ToolError::new(ErrorKind::BudgetExhausted, self.message(run)).permanent()
     }
 }

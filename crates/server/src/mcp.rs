@@ -562,6 +562,19 @@ impl ServerHandler for McpHandler {
         if let Some(run) =
             crate::mcp_runs::run_for(&self.gw, &caller, &context.meta, session_run).await?
         {
+            // `_meta["toolgate/turn"]: true`: this call starts a new model turn of the run.
+            if let Some(why) =
+                crate::mcp_runs::count_turn(&self.gw, &caller, &context.meta, run).await?
+            {
+                let refused = toolgate_core::ToolResult::refused(
+                    call.tool.clone(),
+                    call.call_id,
+                    call.arguments.clone(),
+                    toolgate_core::ErrorKind::BudgetExhausted,
+                    why,
+                );
+                return Ok(CallToolResponse::Complete(call_result(refused)));
+            }
             call = call.run(run);
         }
         // The call and the forwarder of its progress and log messages run side by side in this

@@ -4,17 +4,67 @@
 //! started with the session from the principal's budget. So a session that makes more than
 //! `max_tool_calls` calls gets `budget_exhausted`. Stateless (2026-07-28) requests have no
 //! session: they name their run in `_meta`.
+//!
+//! Turns: a client marks the first `tools/call` of each model turn with
+//! `_meta["toolgate/turn"]: true`; that call counts one turn of its run before it is counted
+//! itself, and once `max_turns` is spent it gets `budget_exhausted` without running (as
+//! `POST /v1/runs/{id}/turns` answers 409).
 
 use rmcp::ErrorData as McpError;
 use serde_json::{Map, Value};
 use tokio::sync::OnceCell;
 use toolgate_core::{Budget, RunId};
+use toolgate_store::Admission;
 
 use crate::Gateway;
 use crate::auth::Caller;
 
 /// The `_meta` key a request names its run with.
 pub(crate) const RUN_META_KEY: &str = "toolgate/run";
+
+/// The `_meta` key that marks a call as the first of a new model turn.
+pub(crate) const TURN_META_KEY: &str = "toolgate/turn";
+
+/// Counts one turn of `run` when the request's `_meta` marks a new turn. `Some(message)`: the
+/// turn is refused (`max_turns` spent, or the run closed), and the call with it.
+pub(crate) async fn count_turn(
+    gw: &Gateway,
+    caller: &Caller,
+    meta: &Map<String, Value>,
+    run: RunId,
+) -> Result<Option<String>, McpError> {
+    match meta.get(TURN_META_KEY) {
+        None | Some(Value::Bool(false)) => return Ok(None),
+        Some(Value::Bool(true)) => {}
+        Some(_) => {
+            return Err(McpError::invalid_params(
+                format!(
+                    "_meta[\"{TURN_META_KEY}\"] must be true (this call starts a new model turn) or left out"
+                ),
+                None,
+            ));
+        }
+    }
+    let counted = gw
+        .runtime()
+        .run_turn(&caller.principal, run)
+        .await
+        .map_err(|e| {
+            McpError::internal_error(
+                format!(
+                    "the run's turn could not be counted: {}",
+                    toolgate_core::ErrorChain(&e)
+                ),
+                None,
+            )
+        })?;
+    Ok(match counted {
+        Admission::Counted(_) => None,
+        Admission::Refused(why) => Some(why.message(&run)),
+        // The call names a run the caller does not have: the pipeline says `not_found`.
+        Admission::NotFound => None,
+    })
+}
 
 /// The run a call counts against: the request's `_meta` run, else (in a session) the session's
 /// own run when the principal has a budget; `None` when the call is not counted.

@@ -351,3 +351,69 @@ async fn an_mcp_session_is_a_run_and_a_call_may_name_another_in_meta() {
     assert_eq!(shown.json["toolCalls"], 1, "{}", shown.text);
     h.cleanup().await;
 }
+
+#[tokio::test]
+async fn an_mcp_client_reports_turns_in_meta_and_max_turns_holds() {
+    let config = Config {
+        budget: Some(Budget {
+            max_turns: Some(2),
+            max_tool_calls: Some(10),
+            ..Budget::default()
+        }),
+        ..Config::default()
+    };
+    let h = Harness::with_config(options(), config).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "runs-test", "version": "1"}}});
+    let reply = rpc(&h, None, init).await;
+    let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    rpc(
+        &h,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    // Two turns, each with a marked first call and an unmarked parallel one.
+    for _ in 0..2 {
+        let result = calculate(&h, &session, Some(json!({"toolgate/turn": true}))).await;
+        assert_eq!(result["isError"], false, "{result}");
+        let result = calculate(&h, &session, None).await;
+        assert_eq!(result["isError"], false, "{result}");
+    }
+    // A third turn: refused without running, the message naming the budget.
+    let result = calculate(&h, &session, Some(json!({"toolgate/turn": true}))).await;
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        result["_meta"]["dev.toolgate/result"]["errorKind"], "budget_exhausted",
+        "{result}"
+    );
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("2 of its 2 model turns (max_turns)"),
+        "{text}"
+    );
+    let listed = h.send(Method::GET, "/v1/runs", Some(ALICE), None).await;
+    assert_eq!(listed.json["runs"][0]["turns"], 2, "{}", listed.text);
+    assert_eq!(listed.json["runs"][0]["toolCalls"], 4, "{}", listed.text);
+    assert_eq!(
+        listed.json["runs"][0]["status"], "exhausted",
+        "{}",
+        listed.text
+    );
+    // The run is spent: an unmarked call is refused too.
+    let result = calculate(&h, &session, None).await;
+    assert_eq!(result["isError"], true, "{result}");
+    // A marker that is not `true` is the client's mistake.
+    let mut params = json!({"name": "calculator", "arguments": {"expression": "1"}});
+    params["_meta"] = json!({"toolgate/turn": 1});
+    let reply = rpc(
+        &h,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}),
+    )
+    .await;
+    let error = &message(&reply)["error"];
+    assert_eq!(error["code"], -32602, "{}", reply.text);
+    h.cleanup().await;
+}

@@ -151,6 +151,7 @@ fn approval() -> Approval {
         finished_at: None,
         result: None,
         origin: None,
+        run: None,
     }
 }
 

@@ -18,8 +18,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use toolgate_core::CallOrigin;
 use toolgate_core::ErrorChain;
+use toolgate_core::{CallOrigin, RunId};
 
 use crate::error::StoreError;
 use crate::{Store, from_json, now, on_pool, parse_ts, ts, write_tx};
@@ -126,6 +126,8 @@ pub struct NewApproval {
     pub ttl: Duration,
     /// Where the call came from (MCP client, REST, command line), when known.
     pub origin: Option<CallOrigin>,
+    /// The run the call was asked in: the approved call runs in it, counted against its budget.
+    pub run: Option<RunId>,
 }
 
 /// The immutable part of an approval, stored as one JSON document.
@@ -146,6 +148,9 @@ struct Request {
     /// Absent from approvals recorded before origins were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     origin: Option<CallOrigin>,
+    /// Absent from approvals asked outside a run (and from those recorded before runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<RunId>,
 }
 
 /// One approval as stored. Serializes (camelCase) without the unredacted arguments.
@@ -195,6 +200,10 @@ pub struct Approval {
     /// Where the call came from (MCP client and version, REST, command line), when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin: Option<CallOrigin>,
+    /// The run the call was asked in; the approved call runs in it (counted, and refused
+    /// `budget_exhausted` when the run is spent, finished or out of time by then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
 }
 
 /// SHA-256 (hex) of a value's canonical JSON (keys sorted, no whitespace).
@@ -299,6 +308,7 @@ fn from_row(row: Row) -> Result<Approval, StoreError> {
             .map(|j| from_json(j, "approval result"))
             .transpose()?,
         origin: r.origin,
+        run: r.run,
     })
 }
 
@@ -342,6 +352,7 @@ impl Store {
             created_at: created,
             expires_at: created + ttl,
             origin: new.origin,
+            run: new.run,
         };
         let id = format!("apr_{}", uuid::Uuid::new_v4().simple());
         let json = serde_json::to_string(&request)
@@ -408,6 +419,7 @@ impl Store {
                         finished_at: None,
                         result: None,
                         origin: request.origin.clone(),
+                        run: request.run,
                     };
                     (approval, true)
                 }

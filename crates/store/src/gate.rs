@@ -76,6 +76,7 @@ impl ApprovalHandler for DurableApproval {
                 idempotency_key: request.idempotency_key.map(str::to_owned),
                 ttl: self.ttl,
                 origin: request.origin.cloned(),
+                run: request.run,
             };
             match self.store.request_approval(new).await {
                 Ok((approval, created)) => {
@@ -193,8 +194,10 @@ pub async fn run_approved_with(
         .approval(Arc::new(BoundApproval::new(approval.clone())));
     request.cancel = cancel.token;
     request.cancelled_by = cancel.note;
-    // The call runs with the origin it was asked from, not the approver's.
+    // The call runs with the origin it was asked from, not the approver's, and in the run it
+    // was asked in: counted there, refused `budget_exhausted` when that run is spent by now.
     request.origin.clone_from(&approval.origin);
+    request.run = approval.run;
     if let Ok(call_id) = CallId::parse(&approval.call_id) {
         request = request.call_id(call_id);
     }

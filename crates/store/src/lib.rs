@@ -362,6 +362,11 @@ macro_rules! scripts {
                 include_str!(concat!($dir, "/0010_shared_quotas.sql")),
             ),
             (11, "runs", include_str!(concat!($dir, "/0011_runs.sql"))),
+            (
+                12,
+                "run_attempts_in_flight",
+                include_str!(concat!($dir, "/0012_run_attempts_in_flight.sql")),
+            ),
         ]
     };
 }

@@ -2,12 +2,16 @@
 //! `run_tools` and `run_calls` tables, so a run's counters hold across a restart and across
 //! instances on one database.
 //!
-//! A call is let through by one conditional statement,
-//! `UPDATE runs SET tool_calls = tool_calls + 1 WHERE … tool_calls < max_tool_calls RETURNING`,
-//! so two instances (or two calls at once) can never both take a run's last call. The other
-//! budgets (wall time, output bytes, failed attempts of the tool) are read just before; a
-//! failure of a tool is counted after its outcome. When the store cannot be reached the call is
-//! refused `unavailable`, never let through uncounted.
+//! A call is let through by one transaction of two conditional statements, nothing read before:
+//! `UPDATE runs SET tool_calls = tool_calls + 1 WHERE … status = 'open' AND tool_calls <
+//! max_tool_calls AND <wall time left> AND <output bytes left> RETURNING`, then an attempt of
+//! the tool, `run_tools.in_flight + 1 WHERE failures + in_flight < max_attempts_per_tool`
+//! (rolled back with the call when refused). Each statement is atomic on both backends (SQLite
+//! serializes writers; PostgreSQL locks the row and re-checks the condition), so two instances
+//! or two calls at once can never both take a run's last call, nor more attempts of a tool than
+//! it may fail. Settling a call ends its attempt: a failure, or released. An attempt whose
+//! instance crashed stays in flight (its outcome is unknown, so it counts). When the store
+//! cannot be reached the call is refused `unavailable`, never let through uncounted.
 
 use std::collections::BTreeMap;
 
@@ -86,6 +90,29 @@ pub enum Admission {
     Refused(Exhausted),
     /// No such run for this principal.
     NotFound,
+}
+
+/// How far [`Store::admit_run_call`]'s transaction got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// The call and an attempt were taken: the run's new call count.
+    Counted(i64),
+    /// The run refused the call (closed, out of calls, time or output bytes, or not found).
+    Run,
+    /// The tool's attempts are taken.
+    Tool,
+}
+
+/// Commits `tx` when `step` counted the call, else rolls it back.
+async fn finish<DB: sqlx::Database>(
+    tx: sqlx::Transaction<'_, DB>,
+    step: &Step,
+) -> Result<(), StoreError> {
+    if matches!(step, Step::Counted(_)) {
+        tx.commit().await.map_err(StoreError::db("committing"))
+    } else {
+        tx.rollback().await.map_err(StoreError::db("rolling back"))
+    }
 }
 
 type Row = (
@@ -325,7 +352,9 @@ impl Store {
         Ok(())
     }
 
-    /// Checks run `id`'s budget for one call of `tool` by `principal` and counts it.
+    /// Checks run `id`'s budget for one call of `tool` by `principal` and counts it: the call
+    /// and an attempt of the tool (in flight until [`Self::settle_run_call`]) are taken in one
+    /// transaction, each by one conditional statement (see the module docs).
     ///
     /// # Errors
     ///
@@ -337,41 +366,104 @@ impl Store {
         tool: &str,
     ) -> Result<Admission, StoreError> {
         let key = id.to_string();
+        let now = Utc::now();
+        let now_ms = now.timestamp_millis();
+        // Both statements, then commit (counted) or roll back (refused), in transaction `$tx`.
+        macro_rules! take {
+            ($tx:ident) => {{
+                let call: Option<(i64, i64)> = sqlx::query_as(
+                    "UPDATE runs SET tool_calls = tool_calls + 1 WHERE id = $1 AND principal = $2 \
+                     AND status = 'open' AND (max_tool_calls IS NULL OR tool_calls < max_tool_calls) \
+                     AND (timeout_ms IS NULL OR $3 - started_ms < timeout_ms) \
+                     AND (max_output_bytes IS NULL OR output_bytes < max_output_bytes) \
+                     RETURNING tool_calls, max_attempts_per_tool",
+                )
+                .bind(&key)
+                .bind(principal)
+                .bind(now_ms)
+                .fetch_optional(&mut *$tx)
+                .await
+                .map_err(StoreError::db("counting a call against its run"))?;
+                match call {
+                    None => Step::Run,
+                    Some((n, attempts)) => {
+                        let attempt: Option<i64> = sqlx::query_scalar(
+                            "INSERT INTO run_tools (run_id, tool, failures, in_flight) VALUES ($1, $2, 0, 1) \
+                             ON CONFLICT (run_id, tool) DO UPDATE SET in_flight = run_tools.in_flight + 1 \
+                             WHERE run_tools.failures + run_tools.in_flight < $3 RETURNING failures",
+                        )
+                        .bind(&key)
+                        .bind(tool)
+                        .bind(attempts)
+                        .fetch_optional(&mut *$tx)
+                        .await
+                        .map_err(StoreError::db("taking an attempt of a tool in a run"))?;
+                        match attempt {
+                            Some(_) => Step::Counted(n),
+                            None => Step::Tool,
+                        }
+                    }
+                }
+            }};
+        }
+        let step = match &self.inner.pool {
+            crate::Pool::Sqlite(pool) => {
+                let mut tx = pool
+                    .begin_with("BEGIN IMMEDIATE")
+                    .await
+                    .map_err(StoreError::db("starting a write transaction"))?;
+                let step = take!(tx);
+                finish(tx, &step).await?;
+                step
+            }
+            crate::Pool::Postgres(pool) => {
+                let mut tx = pool
+                    .begin()
+                    .await
+                    .map_err(StoreError::db("starting a write transaction"))?;
+                let step = take!(tx);
+                finish(tx, &step).await?;
+                step
+            }
+        };
+        if let Step::Counted(n) = step {
+            return Ok(Admission::Counted(unsigned(n)));
+        }
+        // Refused: say why, from the run as it is now.
         let Some(run) = self.run(id).await?.filter(|r| r.principal == principal) else {
             return Ok(Admission::NotFound);
         };
         let failed = run.failures.get(tool).copied().unwrap_or(0);
-        let usage = run.usage(Utc::now());
-        if let Some(refusal) = run.budget.refusal(run.status, &usage, tool, failed) {
+        if let Some(refusal) = run
+            .budget
+            .refusal(run.status, &run.usage(now), tool, failed)
+        {
             if refusal.ends_run() {
                 self.mark_exhausted(&key).await?;
             }
             return Ok(Admission::Refused(refusal));
         }
-        let counted: Option<i64> = on_pool!(self, p => {
-            sqlx::query_scalar(
-                "UPDATE runs SET tool_calls = tool_calls + 1 WHERE id = $1 AND status = 'open' \
-                 AND (max_tool_calls IS NULL OR tool_calls < max_tool_calls) RETURNING tool_calls",
-            )
-            .bind(&key)
-            .fetch_optional(p)
-            .await
-            .map_err(StoreError::db("counting a call against its run"))?
-        });
-        if let Some(n) = counted {
-            return Ok(Admission::Counted(unsigned(n)));
+        if step == Step::Tool {
+            let in_flight: Option<i64> = on_pool!(self, p => {
+                sqlx::query_scalar("SELECT in_flight FROM run_tools WHERE run_id = $1 AND tool = $2")
+                    .bind(&key)
+                    .bind(tool)
+                    .fetch_optional(p)
+                    .await
+                    .map_err(StoreError::db("reading a tool's calls in flight in a run"))?
+            });
+            return Ok(Admission::Refused(Exhausted::AttemptsInFlight {
+                tool: tool.to_owned(),
+                failed,
+                in_flight: small(in_flight.unwrap_or(0)),
+                max: run.budget.attempts_per_tool(),
+            }));
         }
-        // Another call (or instance) took the last one, or closed the run, meanwhile.
-        let Some(now) = self.run(id).await? else {
-            return Ok(Admission::NotFound);
-        };
-        if now.status != RunStatus::Open {
-            return Ok(Admission::Refused(Exhausted::Closed { status: now.status }));
-        }
-        self.mark_exhausted(&key).await?;
+        // The statement refused what the read no longer shows (a call settled meanwhile):
+        // the run's last call was taken.
         Ok(Admission::Refused(Exhausted::ToolCalls {
-            used: now.tool_calls,
-            max: now.budget.max_tool_calls.unwrap_or(0),
+            used: run.tool_calls,
+            max: run.budget.max_tool_calls.unwrap_or(0),
         }))
     }
 
@@ -389,38 +481,62 @@ impl Store {
     ) -> Result<(), StoreError> {
         let key = id.to_string();
         let at = ts(crate::now());
-        on_pool!(self, p => {
-            sqlx::query("UPDATE runs SET output_bytes = output_bytes + $2 WHERE id = $1")
-                .bind(&key)
-                .bind(signed(settled.output_bytes))
-                .execute(p)
-                .await
-                .map_err(StoreError::db("counting a run's output bytes"))?;
-            if settled.failed {
+        // One transaction: one durable commit per settled call.
+        macro_rules! settle_in {
+            ($p:ident) => {{
+                sqlx::query("UPDATE runs SET output_bytes = output_bytes + $2 WHERE id = $1")
+                    .bind(&key)
+                    .bind(signed(settled.output_bytes))
+                    .execute(&mut *$p)
+                    .await
+                    .map_err(StoreError::db("counting a run's output bytes"))?;
+                // The attempt taken at admission ends: a failure, or released.
                 sqlx::query(
-                    "INSERT INTO run_tools (run_id, tool, failures) VALUES ($1, $2, 1) \
-                     ON CONFLICT (run_id, tool) DO UPDATE SET failures = run_tools.failures + 1",
+                    "UPDATE run_tools SET failures = failures + $3, \
+                 in_flight = CASE WHEN in_flight > 0 THEN in_flight - 1 ELSE 0 END \
+                 WHERE run_id = $1 AND tool = $2",
                 )
                 .bind(&key)
                 .bind(tool)
-                .execute(p)
+                .bind(i64::from(settled.failed))
+                .execute(&mut *$p)
                 .await
-                .map_err(StoreError::db("counting a failed attempt of a tool in a run"))?;
-            }
-            sqlx::query(
-                "INSERT INTO run_calls (run_id, call_id, tool, failed, output_bytes, at) \
+                .map_err(StoreError::db(
+                    "counting a failed attempt of a tool in a run",
+                ))?;
+                sqlx::query(
+                    "INSERT INTO run_calls (run_id, call_id, tool, failed, output_bytes, at) \
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_id, call_id) DO NOTHING",
-            )
-            .bind(&key)
-            .bind(call.to_string())
-            .bind(tool)
-            .bind(settled.failed)
-            .bind(signed(settled.output_bytes))
-            .bind(&at)
-            .execute(p)
-            .await
-            .map_err(StoreError::db("recording a run's call"))?;
-        });
+                )
+                .bind(&key)
+                .bind(call.to_string())
+                .bind(tool)
+                .bind(settled.failed)
+                .bind(signed(settled.output_bytes))
+                .bind(&at)
+                .execute(&mut *$p)
+                .await
+                .map_err(StoreError::db("recording a run's call"))?;
+            }};
+        }
+        match &self.inner.pool {
+            crate::Pool::Sqlite(pool) => {
+                let mut tx = pool
+                    .begin_with("BEGIN IMMEDIATE")
+                    .await
+                    .map_err(StoreError::db("starting a write transaction"))?;
+                settle_in!(tx);
+                tx.commit().await.map_err(StoreError::db("committing"))?;
+            }
+            crate::Pool::Postgres(pool) => {
+                let mut tx = pool
+                    .begin()
+                    .await
+                    .map_err(StoreError::db("starting a write transaction"))?;
+                settle_in!(tx);
+                tx.commit().await.map_err(StoreError::db("committing"))?;
+            }
+        }
         Ok(())
     }
 

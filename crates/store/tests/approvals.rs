@@ -47,6 +47,7 @@ fn new(key: Option<&str>) -> NewApproval {
         idempotency_key: key.map(str::to_owned),
         ttl: Duration::from_secs(3600),
         origin: Some(CallOrigin::rest(Some("ci-bot"))),
+        run: None,
     }
 }
 

@@ -22,6 +22,8 @@ on_each_backend! {
     two_instances_never_overspend_a_run => race_body;
     failed_attempts_time_and_turns_are_budgets => other_budgets_body;
     the_budget_stage_over_the_store_refuses_the_third_failure => stage_body;
+    many_concurrent_calls_on_two_instances_never_pass_the_budgets => concurrent_body;
+    an_approved_call_runs_in_the_run_it_was_asked_in => approval_body;
 }
 
 fn failed(tool_failed: bool) -> Settled {
@@ -106,6 +108,8 @@ async fn race_body(db: &TestDb) {
             "agent",
             &Budget {
                 max_tool_calls: Some(5),
+                // None of these calls settles: each holds one attempt of the tool.
+                max_attempts_per_tool: Some(20),
                 ..Budget::default()
             },
         )
@@ -263,4 +267,178 @@ async fn stage_body(db: &TestDb) {
         .await;
     assert_eq!(r.error_kind(), Some(ErrorKind::Execution));
     assert_eq!(db.store.run_calls(run.id).await.unwrap().len(), 3);
+}
+
+/// A pipeline over `store` with the budget stage, a tool that fails and one that works (both
+/// slow enough for calls to overlap), and `send` that needs an approval (durable, in `store`).
+fn pipeline_on(store: &Store) -> toolgate_core::Pipeline {
+    let registry = Arc::new(Registry::new());
+    registry
+        .register(Arc::new(
+            ToolBuilder::new("always_fails", "Fails every time.").handler(|_, _| async {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Err(ToolError::execution("it broke"))
+            }),
+        ))
+        .unwrap();
+    registry
+        .register(Arc::new(ToolBuilder::new("works", "Works.").handler(
+            |_, _| async {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                Ok(json!({"ok": true}))
+            },
+        )))
+        .unwrap();
+    registry
+        .register(Arc::new(
+            ToolBuilder::new("send", "Needs a yes.")
+                .requires_confirmation(true)
+                .handler(|_, _| async { Ok(json!({"sent": true})) }),
+        ))
+        .unwrap();
+    PipelineBuilder::new(registry)
+        .stage(Arc::new(RunBudgetStage::new(
+            Arc::new(store.clone()) as Arc<dyn toolgate_core::RunLedger>
+        )))
+        .approval(Arc::new(toolgate_store::DurableApproval::new(
+            store.clone(),
+            Duration::from_secs(60),
+            Arc::new(|a| format!("approve {}", a.id)),
+        )))
+        .build()
+}
+
+async fn concurrent_body(db: &TestDb) {
+    let b = db.reopen().await;
+    let pipelines = [pipeline_on(&db.store), pipeline_on(&b)];
+    let pipelines = Arc::new(pipelines);
+    // Forty calls at once of a failing tool, half on each instance: exactly three fail (the
+    // attempts budget), the rest are refused, never run.
+    let failing = db
+        .store
+        .create_run("local", &Budget::default())
+        .await
+        .unwrap();
+    // Forty calls at once of a working tool: exactly ten run (max_tool_calls).
+    let capped = db
+        .store
+        .create_run(
+            "local",
+            &Budget {
+                max_tool_calls: Some(10),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..80 {
+        let pipelines = Arc::clone(&pipelines);
+        let (tool, run) = if i % 2 == 0 {
+            ("always_fails", failing.id)
+        } else {
+            ("works", capped.id)
+        };
+        tasks.push(tokio::spawn(async move {
+            let r = pipelines[(i / 2) % 2]
+                .call(CallRequest::new(tool, json!({})).run(run))
+                .await;
+            (tool, r.error_kind())
+        }));
+    }
+    let (mut failed, mut ran, mut refused) = (0, 0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            ("always_fails", Some(ErrorKind::Execution)) => failed += 1,
+            ("works", None) => ran += 1,
+            (_, Some(ErrorKind::BudgetExhausted)) => refused += 1,
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    assert_eq!(
+        failed, 3,
+        "the tool ran and failed exactly max_attempts_per_tool times"
+    );
+    assert_eq!(ran, 10, "exactly max_tool_calls ran");
+    assert_eq!(refused, 80 - 3 - 10);
+    let failing = db.store.run(failing.id).await.unwrap().unwrap();
+    assert_eq!(failing.failures["always_fails"], 3);
+    assert_eq!(failing.tool_calls, 3, "refused calls are not counted");
+    let capped = db.store.run(capped.id).await.unwrap().unwrap();
+    assert_eq!(capped.tool_calls, 10);
+    assert_eq!(capped.status, RunStatus::Exhausted);
+    assert_eq!(db.store.run_calls(capped.id).await.unwrap().len(), 10);
+    b.close().await;
+}
+
+async fn approval_body(db: &TestDb) {
+    let store = &db.store;
+    let pipeline = pipeline_on(store);
+    let run = store
+        .create_run(
+            "local",
+            &Budget {
+                max_tool_calls: Some(3),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    let asked = pipeline
+        .call(CallRequest::new("send", json!({})).run(run.id))
+        .await;
+    assert_eq!(asked.error_kind(), Some(ErrorKind::ConfirmationRequired));
+    let id = asked.approval_id.clone().unwrap();
+    assert_eq!(
+        store.approval(&id).await.unwrap().unwrap().run,
+        Some(run.id)
+    );
+    let waiting = store.run(run.id).await.unwrap().unwrap();
+    assert!(
+        waiting.failures.get("send").copied().unwrap_or(0) == 0,
+        "waiting for a yes is not a failure of the tool"
+    );
+    store
+        .decide_approval(&id, true, "alice", None)
+        .await
+        .unwrap();
+    let (_, result) =
+        toolgate_store::run_approved(store, &pipeline, &id, toolgate_core::Principal::local())
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(result.error_kind(), None, "{result:?}");
+    let after = store.run(run.id).await.unwrap().unwrap();
+    assert_eq!(
+        after.tool_calls, 1,
+        "the approved call is counted in the run it was asked in, once: when it runs"
+    );
+    let calls = store.run_calls(run.id).await.unwrap();
+    assert_eq!(
+        calls.last().unwrap().call_id.to_string(),
+        store.approval(&id).await.unwrap().unwrap().call_id
+    );
+
+    // Asked in a run that is finished by the time it is approved: refused, never run.
+    let asked = pipeline
+        .call(CallRequest::new("send", json!({})).run(run.id))
+        .await;
+    let id = asked.approval_id.clone().unwrap();
+    store
+        .decide_approval(&id, true, "alice", None)
+        .await
+        .unwrap();
+    assert!(store.finish_run(run.id, "local").await.unwrap());
+    let (done, result) =
+        toolgate_store::run_approved(store, &pipeline, &id, toolgate_core::Principal::local())
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(result.error_kind(), Some(ErrorKind::BudgetExhausted));
+    assert!(
+        result.error().unwrap().contains("is finished"),
+        "{result:?}"
+    );
+    assert_eq!(done.run, Some(run.id));
+    assert_eq!(store.run(run.id).await.unwrap().unwrap().tool_calls, 1);
 }

@@ -33,6 +33,9 @@ pub struct ApprovalRequest<'a> {
     pub idempotency_key: Option<&'a str>,
     /// Where the call came from, when the caller said.
     pub origin: Option<&'a crate::CallOrigin>,
+    /// The run the call is counted in: a durable approval keeps it, so the approved call runs
+    /// in the same run.
+    pub run: Option<crate::RunId>,
 }
 
 /// An approver's answer.

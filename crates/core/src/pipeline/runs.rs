@@ -1,13 +1,15 @@
 //! The run budget stage: a call that names a run ([`super::CallRequest::run`]) is checked and
 //! counted against the run's budget before it runs, and its outcome (a failure of the tool, the
-//! output's bytes) is recorded after. The counts live in a [`RunLedger`]: the store's (durable,
+//! output's bytes) is recorded after. An admitted call holds one of its tool's remaining
+//! attempts until it settles, so concurrent calls can never fail more often than
+//! `max_attempts_per_tool`: a call finding them all held waits for the running ones. The counts live in a [`RunLedger`]: the store's (durable,
 //! shared by instances) or [`MemoryRuns`] (one process, for the library and tests). A call
 //! without a run is not counted.
 
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -30,7 +32,10 @@ pub struct Settled {
 /// Where runs are counted.
 pub trait RunLedger: Send + Sync + 'static {
     /// Checks `run`'s budget for one call of `tool` by `principal` and counts the call, as one
-    /// step (two instances cannot both take the last call). `Err` is the call's result:
+    /// step (two instances cannot both take the last call), taking one of the tool's remaining
+    /// attempts until [`Self::settle`] (failed plus running calls of a tool never pass
+    /// `max_attempts_per_tool`; when running calls hold them all, the refusal is
+    /// [`crate::Exhausted::AttemptsInFlight`], `rate_limited`). `Err` is the call's result:
     /// `budget_exhausted` naming the budget, `not_found` for a run that does not exist or
     /// belongs to another principal, `unavailable` when the count cannot be reached.
     fn admit<'a>(
@@ -64,6 +69,12 @@ pub fn run_not_found(run: &RunId) -> ToolError {
     .permanent()
 }
 
+/// The first pause of a call waiting for the tool's calls in flight, doubled up to
+/// [`ATTEMPT_POLL_MAX`]; after [`ATTEMPT_WAIT_MAX`] of waiting the call is refused `rate_limited`.
+const ATTEMPT_POLL_START: Duration = Duration::from_millis(5);
+const ATTEMPT_POLL_MAX: Duration = Duration::from_millis(200);
+const ATTEMPT_WAIT_MAX: Duration = Duration::from_secs(60);
+
 /// Enforces run budgets; see the module docs.
 pub struct RunBudgetStage {
     ledger: Arc<dyn RunLedger>,
@@ -91,9 +102,27 @@ impl Stage for RunBudgetStage {
         let tool = spec.name().as_str().to_owned();
         Box::pin(async move {
             let call_id = call.request.call_id;
-            self.ledger
-                .admit(run, call.request.principal.id.as_str(), &tool, call_id)
-                .await?;
+            // A call refused only because earlier calls of the tool are still running (they
+            // hold the tool's remaining attempts) waits for their outcome, then asks again.
+            let mut pause = ATTEMPT_POLL_START;
+            let mut waited = Duration::ZERO;
+            loop {
+                let admitted = self
+                    .ledger
+                    .admit(run, call.request.principal.id.as_str(), &tool, call_id)
+                    .await;
+                match admitted {
+                    Err(e) if e.kind() == ErrorKind::RateLimited && waited < ATTEMPT_WAIT_MAX => {
+                        tokio::select! {
+                            () = call.request.cancel.cancelled() => return Err(e),
+                            () = tokio::time::sleep(pause) => {}
+                        }
+                        waited += pause;
+                        pause = (pause * 2).min(ATTEMPT_POLL_MAX);
+                    }
+                    other => break other?,
+                }
+            }
             let out = next.run(call).await;
             let settled = Settled {
                 failed: out.as_ref().is_err_and(|e| counts_as_failure(e.kind())),
@@ -105,11 +134,16 @@ impl Stage for RunBudgetStage {
     }
 }
 
-/// Whether an error is the tool failing (a cancellation or a rate limit is not).
+/// Whether an error is the tool failing (a cancellation, a rate limit, a call waiting for or
+/// refused by an approver is not).
 fn counts_as_failure(kind: ErrorKind) -> bool {
     !matches!(
         kind,
-        ErrorKind::Cancelled | ErrorKind::RateLimited | ErrorKind::BudgetExhausted
+        ErrorKind::Cancelled
+            | ErrorKind::RateLimited
+            | ErrorKind::BudgetExhausted
+            | ErrorKind::ConfirmationRequired
+            | ErrorKind::Rejected
     )
 }
 
@@ -139,6 +173,8 @@ struct MemoryRun {
     status: RunStatus,
     usage: Usage,
     failures: HashMap<String, u32>,
+    /// Calls per tool admitted and not yet settled (they may still fail).
+    in_flight: HashMap<String, u32>,
 }
 
 /// Runs counted in this process only (the library without a store, tests, benchmarks).
@@ -171,6 +207,7 @@ impl MemoryRuns {
                 status: RunStatus::Open,
                 usage: Usage::default(),
                 failures: HashMap::new(),
+                in_flight: HashMap::new(),
             },
         );
         id
@@ -238,6 +275,19 @@ impl RunLedger for MemoryRuns {
                 }
                 return Err(refusal.error(&run));
             }
+            // Calls still running may fail too: together they stay within the attempts.
+            let running = state.in_flight.get(tool).copied().unwrap_or(0);
+            let max = state.budget.attempts_per_tool();
+            if failed.saturating_add(running) >= max {
+                return Err(Exhausted::AttemptsInFlight {
+                    tool: tool.to_owned(),
+                    failed,
+                    in_flight: running,
+                    max,
+                }
+                .error(&run));
+            }
+            *state.in_flight.entry(tool.to_owned()).or_default() += 1;
             state.usage.tool_calls += 1;
             Ok(())
         })();
@@ -253,6 +303,9 @@ impl RunLedger for MemoryRuns {
     ) -> BoxFuture<'a, ()> {
         if let Some(state) = self.lock().get_mut(&run) {
             state.usage.output_bytes += settled.output_bytes;
+            if let Some(n) = state.in_flight.get_mut(tool) {
+                *n = n.saturating_sub(1);
+            }
             if settled.failed {
                 *state.failures.entry(tool.to_owned()).or_default() += 1;
             }

@@ -210,6 +210,7 @@ impl Stage for Approval {
                 reason: call.request.reason.as_deref(),
                 idempotency_key: call.request.idempotency_key.as_deref(),
                 origin: call.request.origin.as_ref(),
+                run: call.request.run,
             };
             match handler.decide(&request).await {
                 Decision::Approved => next.run(call).await,
