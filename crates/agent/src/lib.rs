@@ -47,5 +47,5 @@ mod transcript;
 
 pub use error::{AgentError, AgentErrorKind};
 pub use model::{ApiKey, BaseUrl, ModelSpec, Provider};
-pub use run::{AgentRequest, DEFAULT_MAX_TOKENS, run};
+pub use run::{AgentRequest, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, run};
 pub use transcript::{CallView, Consumption, End, Entry, ResultView, Transcript};

@@ -31,6 +31,10 @@ use crate::transcript::{CallView, Consumption, End, Entry, ResultView, Transcrip
 /// `max_tokens`).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
+/// The model turns a run allows when neither the principal's budget nor the request sets
+/// `max_turns` (OpenAI's Agents SDK defaults to 10 as well): a loop never runs unbounded.
+pub const DEFAULT_MAX_TURNS: u32 = 10;
+
 /// One agent task.
 pub struct AgentRequest {
     /// The model.
@@ -45,7 +49,8 @@ pub struct AgentRequest {
     pub system: Option<String>,
     /// Whose run it is: its tools, grants and budget.
     pub principal: Principal,
-    /// Tightens the principal's budget (a looser key is refused: [`Runtime::start_run`]).
+    /// Tightens the principal's budget (a looser key is refused: [`Runtime::start_run`]). When
+    /// neither sets `max_turns`, the run gets [`DEFAULT_MAX_TURNS`].
     pub budget: Budget,
     /// Who decides calls that need confirmation; `None` keeps the pipeline's (a durable
     /// approval: the loop stops with [`End::ApprovalPending`]).
@@ -101,6 +106,10 @@ pub async fn run(
         names,
         skipped,
     } = offered_tools(runtime, &principal, tools.as_deref(), model.provider())?;
+    let mut budget = budget;
+    if budget.max_turns.is_none() && runtime.budget_of(&principal).max_turns.is_none() {
+        budget.max_turns = Some(DEFAULT_MAX_TURNS);
+    }
     let stored = runtime.start_run(&principal, &budget).await?;
     let run_id = stored.id;
     let deadline = stored

@@ -260,10 +260,10 @@ impl Entry {
                 for r in results {
                     let id = r.id.as_deref().unwrap_or("-");
                     if let Some(data) = &r.data {
-                        let data = match data {
+                        let data = shortened(&match data {
                             Value::String(s) => s.clone(),
                             other => other.to_string(),
-                        };
+                        });
                         let _ = writeln!(t, "  ← {} [{id}] ok: {data}", r.tool);
                     } else {
                         let _ = writeln!(
@@ -323,5 +323,51 @@ fn plural(n: u64, what: &str) -> String {
         format!("1 {what}")
     } else {
         format!("{n} {what}s")
+    }
+}
+
+/// The characters of a result the readable transcript shows (`--json` has all of it).
+const SHOWN: usize = 500;
+
+/// `text` cut to [`SHOWN`] characters, saying how much was left out.
+fn shortened(text: &str) -> String {
+    let total = text.chars().count();
+    if total <= SHOWN {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(SHOWN).collect();
+    format!(
+        "{head}… ({} more characters; --json shows all)",
+        total - SHOWN
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_result_is_shortened_in_the_readable_form_only() {
+        let long = "x".repeat(SHOWN + 20);
+        let entry = Entry::ToolResults {
+            turn: 1,
+            results: vec![ResultView {
+                id: Some("c1".into()),
+                tool: "read_file".into(),
+                ok: true,
+                data: Some(Value::String(long.clone())),
+                error: None,
+                error_kind: None,
+                approval_id: None,
+            }],
+        };
+        let text = entry.human();
+        assert!(
+            text.contains("… (20 more characters; --json shows all)"),
+            "{text}"
+        );
+        assert!(!text.contains(&long));
+        let json = serde_json::to_string(&entry).unwrap();
+        assert!(json.contains(&long));
     }
 }

@@ -131,3 +131,35 @@ async fn a_tighter_attempts_budget_stops_the_loop_sooner() {
     assert!(e.is_usage() && e.to_string().contains("looser"), "{e}");
     assert_eq!(model.requests().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_any_max_turns_a_run_gets_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = runtime(&dir).await;
+    let model = FakeModel::start(
+        Api::OpenAi,
+        Arc::new(|turn, _| {
+            Turn::calls(&[("calculator", json!({"expression": format!("{turn} + 1")}))])
+        }),
+    );
+    let t = toolgate_agent::run(
+        &runtime,
+        request(&runtime, &model, "openai:fake", Budget::default()),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(&t.end, End::BudgetExhausted { budget, .. } if *budget == "max_turns"),
+        "{:?}",
+        t.end
+    );
+    assert_eq!(
+        t.consumption.budget.max_turns,
+        Some(toolgate_agent::DEFAULT_MAX_TURNS)
+    );
+    assert_eq!(
+        model.requests().len(),
+        toolgate_agent::DEFAULT_MAX_TURNS as usize
+    );
+}

@@ -645,7 +645,8 @@ pub struct AgentRunArgs {
     /// grants and budget.
     #[arg(long, value_name = "ID")]
     pub principal: Option<String>,
-    /// At most N model round trips (tightens the principal's max_turns).
+    /// At most N model round trips (tightens the principal's max_turns; 10 when neither sets
+    /// it).
     #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,
     /// At most N tool calls (tightens the principal's max_tool_calls).
