@@ -133,6 +133,26 @@ impl BaseUrl {
         format!("{}/{path}", self.0)
     }
 
+    /// Whether the key would travel unencrypted to another machine: plain `http` to a host that
+    /// is not loopback (`localhost`, `127.0.0.0/8`, `::1`). Allowed — a vLLM on the LAN is a fair
+    /// choice — but worth a warning.
+    pub fn is_plain_http_remote(&self) -> bool {
+        let Ok(url) = reqwest::Url::parse(&self.0) else {
+            return false;
+        };
+        if url.scheme() != "http" {
+            return false;
+        }
+        let Some(host) = url.host_str() else {
+            return false;
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => !ip.is_loopback(),
+            Err(_) => !host.eq_ignore_ascii_case("localhost"),
+        }
+    }
+
     /// The URL as given, without a trailing slash.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -244,6 +264,13 @@ mod tests {
             "http://127.0.0.1:11434/v1/chat/completions"
         );
         assert!("ftp://x/v1".parse::<BaseUrl>().is_err());
+        assert!(!u.is_plain_http_remote());
+        let lan: BaseUrl = "http://10.0.0.5:8000/v1".parse().unwrap();
+        assert!(lan.is_plain_http_remote());
+        let tls: BaseUrl = "https://10.0.0.5/v1".parse().unwrap();
+        assert!(!tls.is_plain_http_remote());
+        let local: BaseUrl = "http://localhost:11434/v1".parse().unwrap();
+        assert!(!local.is_plain_http_remote());
         let e = "https://user:secret@api.example/v1"
             .parse::<BaseUrl>()
             .unwrap_err()

@@ -22,6 +22,12 @@ pub async fn run(app: &App, args: &AgentRunArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(str::parse::<BaseUrl>)
         .transpose()?;
+    if let Some(url) = base_url.as_ref().filter(|u| u.is_plain_http_remote()) {
+        eprintln!(
+            "warning: {url} is plain http to another machine: the API key and the conversation \
+             travel unencrypted (use https, or a loopback address)"
+        );
+    }
     let key = ApiKey::from_env(model.provider(), |name| std::env::var(name).ok())?;
     let principal = app.runtime.principal(args.principal.as_deref())?;
     // A terminal answers y/N; without one the call waits as a durable approval and the loop
