@@ -5,7 +5,8 @@
 //!
 //! [`run`] goes round until the model answers ([`End::Answer`]), a budget is spent
 //! ([`End::BudgetExhausted`], naming `max_turns`, `max_tool_calls`, `timeout_ms` or
-//! `max_attempts_per_tool`), or a call waits for a person ([`End::ApprovalPending`]). The
+//! `max_attempts_per_tool`), a call waits for a person ([`End::ApprovalPending`]), or the caller
+//! cancels it ([`End::Cancelled`]). The
 //! [`Transcript`] holds every step, the provider messages, and the run's consumption.
 //!
 //! ```no_run
@@ -28,6 +29,8 @@
 //!         origin: None,
 //!         tools: Some(vec!["calculator".into()]),
 //!         max_tokens: DEFAULT_MAX_TOKENS,
+//!         cancel: Default::default(),
+//!         cancelled_by: Default::default(),
 //!     },
 //!     |entry| print!("{}", entry.human()),
 //! )

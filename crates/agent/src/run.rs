@@ -16,7 +16,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 use toolgate_core::{
-    ApprovalHandler, Budget, CallOrigin, ErrorKind, Exhausted, Principal, RunId, RunStatus,
+    ApprovalHandler, Budget, CallOrigin, CancelNote, CancellationToken, ErrorKind, Exhausted,
+    Principal, RunId, RunStatus,
 };
 use toolgate_export::{ExportFormat, ExportOptions, ToolOutcome};
 use toolgate_runtime::Runtime;
@@ -61,6 +62,11 @@ pub struct AgentRequest {
     pub tools: Option<Vec<String>>,
     /// Anthropic's `max_tokens` per turn.
     pub max_tokens: u32,
+    /// Fires to stop the loop: the model request in flight is dropped, running tool calls are
+    /// cancelled (each call's token is a child of it), and the run ends [`End::Cancelled`].
+    pub cancel: CancellationToken,
+    /// Who cancelled, noted on each call (the audit log keeps it); set before firing `cancel`.
+    pub cancelled_by: CancelNote,
 }
 
 impl std::fmt::Debug for AgentRequest {
@@ -98,6 +104,8 @@ pub async fn run(
         origin,
         tools,
         max_tokens,
+        cancel,
+        cancelled_by,
     } = request;
     let base = base_url.unwrap_or_else(|| BaseUrl::default_for(model.provider()));
     let client = Client::new(model.clone(), &base, key, max_tokens, system)?;
@@ -123,16 +131,14 @@ pub async fn run(
         entries: Vec::new(),
         messages: Vec::new(),
     };
+    let calls = CallSettings {
+        approval,
+        origin,
+        cancel,
+        cancelled_by,
+    };
     let outcome = state
-        .go(
-            &client,
-            &specs,
-            &prompt,
-            deadline,
-            approval,
-            origin,
-            &mut observe,
-        )
+        .go(&client, &specs, &prompt, deadline, &calls, &mut observe)
         .await;
     let end = match outcome {
         Ok(end) => end,
@@ -213,6 +219,14 @@ struct Offered {
     skipped: Vec<String>,
 }
 
+/// What every tool call of the run shares.
+struct CallSettings {
+    approval: Option<Arc<dyn ApprovalHandler>>,
+    origin: Option<CallOrigin>,
+    cancel: CancellationToken,
+    cancelled_by: CancelNote,
+}
+
 struct Loop<'a> {
     runtime: &'a Runtime,
     principal: Principal,
@@ -250,15 +264,13 @@ impl Loop<'_> {
         }))
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn go(
         &mut self,
         client: &Client,
         tools: &[Value],
         prompt: &str,
         deadline: Option<Instant>,
-        approval: Option<Arc<dyn ApprovalHandler>>,
-        origin: Option<CallOrigin>,
+        settings: &CallSettings,
         observe: &mut impl FnMut(&Entry),
     ) -> Result<End, AgentError> {
         self.messages.push(Client::user_message(prompt));
@@ -268,7 +280,11 @@ impl Loop<'_> {
             },
             observe,
         );
+        let cancel = &settings.cancel;
         loop {
+            if cancel.is_cancelled() {
+                return Ok(End::cancelled());
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return self.timed_out().await;
             }
@@ -285,12 +301,12 @@ impl Loop<'_> {
                 }
             };
             let sent = client.send(&self.messages, tools);
-            let reply = match deadline {
-                Some(d) => match tokio::time::timeout_at(d, sent).await {
-                    Ok(reply) => reply?,
-                    Err(_) => return self.timed_out().await,
+            let reply = tokio::select! {
+                () = cancel.cancelled() => return Ok(End::cancelled()),
+                reply = until(deadline, sent) => match reply {
+                    Some(reply) => reply?,
+                    None => return self.timed_out().await,
                 },
-                None => sent.await?,
             };
             self.messages.push(reply.message);
             self.push(
@@ -309,22 +325,22 @@ impl Loop<'_> {
             let principal = self.principal.clone();
             let run_id = self.run_id;
             let prepare = |mut r: toolgate_core::CallRequest| {
-                r = r.principal(principal.clone()).run(run_id);
-                if let Some(origin) = &origin {
+                r = r
+                    .principal(principal.clone())
+                    .run(run_id)
+                    .cancel_token(cancel.child_token());
+                r.cancelled_by = settings.cancelled_by.clone();
+                if let Some(origin) = &settings.origin {
                     r = r.origin(origin.clone());
                 }
-                if let Some(approval) = &approval {
+                if let Some(approval) = &settings.approval {
                     r = r.approval(Arc::clone(approval));
                 }
                 r
             };
             let calls = self.runtime.run_tool_calls(reply.calls, prepare);
-            let outcomes = match deadline {
-                Some(d) => match tokio::time::timeout_at(d, calls).await {
-                    Ok(outcomes) => outcomes,
-                    Err(_) => return self.timed_out().await,
-                },
-                None => calls.await,
+            let Some(outcomes) = until(deadline, calls).await else {
+                return self.timed_out().await;
             };
             self.push(
                 Entry::ToolResults {
@@ -333,6 +349,9 @@ impl Loop<'_> {
                 },
                 observe,
             );
+            if cancel.is_cancelled() {
+                return Ok(End::cancelled());
+            }
             if let Some(end) = self.stop_after(&outcomes).await? {
                 return Ok(end);
             }
@@ -402,5 +421,13 @@ impl Loop<'_> {
             return Ok(None);
         };
         Ok(Some(End::exhausted(&exhausted)))
+    }
+}
+
+/// `work`'s output, or `None` once `deadline` passes first.
+async fn until<T>(deadline: Option<Instant>, work: impl Future<Output = T>) -> Option<T> {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d, work).await.ok(),
+        None => Some(work.await),
     }
 }

@@ -123,6 +123,12 @@ pub enum End {
         /// Which budget, what was used, what to do.
         message: String,
     },
+    /// The loop was cancelled (Ctrl-C in the CLI): the model request in flight was dropped and
+    /// running tool calls were cancelled.
+    Cancelled {
+        /// What happened.
+        message: String,
+    },
     /// A tool call waits for a person's decision; the loop stopped.
     ApprovalPending {
         /// The durable approval.
@@ -136,6 +142,12 @@ pub enum End {
 }
 
 impl End {
+    pub(crate) fn cancelled() -> Self {
+        Self::Cancelled {
+            message: "the run was cancelled; tool calls still running were cancelled too".into(),
+        }
+    }
+
     /// The stop for a spent budget, in words for the person who started the run.
     pub(crate) fn exhausted(e: &Exhausted) -> Self {
         let message = match e {
@@ -292,6 +304,9 @@ impl Transcript {
             }
             End::BudgetExhausted { budget, message } => {
                 let _ = writeln!(t, "\nStopped, budget exhausted ({budget}): {message}.");
+            }
+            End::Cancelled { message } => {
+                let _ = writeln!(t, "\nStopped, cancelled: {message}.");
             }
             End::ApprovalPending {
                 approval_id,

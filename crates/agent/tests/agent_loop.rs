@@ -36,6 +36,8 @@ fn request(runtime: &Runtime, model: &FakeModel, spec: &str, budget: Budget) -> 
         origin: None,
         tools: Some(vec!["calculator".into()]),
         max_tokens: DEFAULT_MAX_TOKENS,
+        cancel: Default::default(),
+        cancelled_by: Default::default(),
     }
 }
 

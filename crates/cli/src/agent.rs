@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use toolgate_agent::{AgentRequest, ApiKey, BaseUrl, End, ModelSpec};
-use toolgate_core::{ApprovalHandler, Budget, ErrorChain, PromptApproval};
+use toolgate_core::{
+    ApprovalHandler, Budget, CancelNote, CancellationToken, ErrorChain, PromptApproval,
+};
 use toolgate_store::Approval;
 
 use crate::app::App;
@@ -59,7 +61,23 @@ pub async fn run(app: &App, args: &AgentRunArgs) -> anyhow::Result<ExitCode> {
         origin: Some(toolgate_core::CallOrigin::cli()),
         tools: (!args.tools.is_empty()).then(|| args.tools.clone()),
         max_tokens: args.max_tokens,
+        cancel: CancellationToken::new(),
+        cancelled_by: CancelNote::default(),
     };
+    // Ctrl-C notes who cancelled (the audit log keeps it), then cancels: the loop ends with the
+    // run finished; a second Ctrl-C quits at once.
+    let on_interrupt = request.cancel.clone();
+    let note = request.cancelled_by.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("Cancelling… (press Ctrl-C again to quit at once)");
+            note.set("user:cli");
+            on_interrupt.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                exit::now(exit::INTERRUPTED);
+            }
+        }
+    });
     let json = args.json;
     let outcome = toolgate_agent::run(&app.runtime, request, |entry| {
         if !json {
@@ -97,5 +115,6 @@ pub async fn run(app: &App, args: &AgentRunArgs) -> anyhow::Result<ExitCode> {
         End::Answer { .. } => exit::SUCCESS,
         End::BudgetExhausted { .. } => exit::EXHAUSTED,
         End::ApprovalPending { .. } => exit::PENDING,
+        End::Cancelled { .. } => exit::FAILURE,
     }))
 }

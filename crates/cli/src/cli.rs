@@ -608,8 +608,9 @@ pub enum AgentCommand {
     /// so it can correct its arguments; after max_attempts_per_tool failures of one tool (3 by
     /// default) the loop stops. A tool that needs confirmation asks on the terminal (only `y` or
     /// `yes` approves); without a terminal the call becomes a durable approval and the loop stops
-    /// with exit code 3. Exit codes: 0 answered, 1 the model's API failed, 2 usage (no key, bad
-    /// flags, a budget looser than the ceiling), 3 approval pending, 4 budget exhausted.
+    /// with exit code 3. Ctrl-C cancels the run (a second one quits at once). Exit codes: 0
+    /// answered, 1 the model's API failed or the run was cancelled, 2 usage (no key, bad flags, a
+    /// budget looser than the ceiling), 3 approval pending, 4 budget exhausted.
     #[command(after_help = AGENT_EXAMPLES)]
     Run(AgentRunArgs),
 }

@@ -9,7 +9,7 @@ pub const SUCCESS: u8 = 0;
 
 /// A call returned an error result, a definition was invalid or a change refused, the tools
 /// could not be exported as asked (`--require-strict` included), `audit verify` found the log
-/// altered, or `agent run`'s model API failed.
+/// altered, or `agent run`'s model API failed or Ctrl-C cancelled it.
 pub const FAILURE: u8 = 1;
 
 /// A usage or configuration error (clap exits with 2 for bad flags too), or any error that
@@ -39,7 +39,8 @@ or unreadable, a tool or server was not found, a change to the store was refused
 duplicate, built-in, a server entry that is invalid or taken, nothing to approve), the tools
 cannot be exported as asked (with --require-strict: a tool cannot be strict; every such tool
 is listed with its reason), `audit verify` found the log altered, or `agent run`'s model API
-failed (unreachable, an error status, a response that is not its shape)",
+failed (unreachable, an error status, a response that is not its shape) or Ctrl-C cancelled
+it",
     ),
     (
         USAGE,

@@ -490,6 +490,65 @@ fn usage_errors_exit_2_and_name_the_fix() {
 }
 
 #[test]
+fn ctrl_c_cancels_the_model_request_and_finishes_the_run() {
+    let case = Case::new();
+    let model = FakeModel::start(
+        Api::OpenAi,
+        script(|_, _| Turn::answer("too late").after(Duration::from_secs(20))),
+    );
+    let base = model.base_url();
+    let child = case
+        .toolgate()
+        .command()
+        .args([
+            "agent",
+            "run",
+            "--model",
+            "openai:x",
+            "--base-url",
+            &base,
+            "--prompt",
+            "hi",
+        ])
+        .env("OPENAI_API_KEY", KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the request is in flight, interrupt as a terminal's Ctrl-C would.
+    let start = std::time::Instant::now();
+    while model.requests().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no request reached the model"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    expect(&out, 1);
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "the request was not dropped"
+    );
+    assert!(
+        stdout(&out).contains("Stopped, cancelled"),
+        "{}",
+        stdout(&out)
+    );
+    let runs = case.run(&["runs", "list", "--json"]);
+    expect(&runs, 0);
+    let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(runs["runs"][0]["status"], "finished", "{runs:#}");
+}
+
+#[test]
 fn an_unreachable_model_exits_1() {
     let case = Case::new();
     let model = FakeModel::start(Api::OpenAi, script(|_, _| Turn::answer("hi")));
