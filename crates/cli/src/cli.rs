@@ -99,6 +99,11 @@ pub enum Command {
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
 
+    /// Run an agent: a model (OpenAI-compatible or Anthropic) calling your tools through the
+    /// pipeline, inside a run with the principal's budget.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+
     /// Runs (agent tasks with a budget): list them with their consumption, show one with its
     /// calls. Start them with `POST /v1/runs`; calls name them with `Toolgate-Run`.
     #[command(subcommand)]
@@ -588,6 +593,76 @@ pub struct CallArgs {
     /// Repeating a call with the same key returns the same approval or result.
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Give a model a task and the tools the principal may call; run its tool calls through the
+    /// pipeline until it answers, a budget is spent, or a call waits for approval.
+    ///
+    /// The model is openai:NAME (Chat Completions: OpenAI, or vLLM, llama.cpp's server, Ollama,
+    /// LiteLLM with --base-url) or anthropic:NAME (Messages). The key comes from OPENAI_API_KEY
+    /// or ANTHROPIC_API_KEY and is never printed or logged. The run's budget is the principal's
+    /// ([budget] and [principals.NAME.budget] in the config); --max-turns, --max-tool-calls and
+    /// --timeout-ms tighten it, never loosen it. A tool that fails is reported back to the model
+    /// so it can correct its arguments; after max_attempts_per_tool failures of one tool (3 by
+    /// default) the loop stops. A tool that needs confirmation asks on the terminal (only `y` or
+    /// `yes` approves); without a terminal the call becomes a durable approval and the loop stops
+    /// with exit code 3. Ctrl-C cancels the run (a second one quits at once). Exit codes: 0
+    /// answered, 1 the model's API failed or the run was cancelled, 2 usage (no key, bad flags, a
+    /// budget looser than the ceiling), 3 approval pending, 4 budget exhausted.
+    #[command(after_help = AGENT_EXAMPLES)]
+    Run(AgentRunArgs),
+}
+
+const AGENT_EXAMPLES: &str = "\
+Examples:
+  OPENAI_API_KEY=sk-... toolgate agent run --model openai:gpt-4.1 --prompt 'What is 17 * 23?'
+  toolgate agent run --model anthropic:claude-sonnet-4-5 --tool calculator --max-turns 4 \\
+      --prompt 'Add up 2^10 and 3^5'
+  OPENAI_API_KEY=none toolgate agent run --model openai:llama3.2 \\
+      --base-url http://127.0.0.1:11434/v1 --prompt 'List the files here' --json
+  toolgate runs show RUN_ID                        # the run's calls and consumption";
+
+#[derive(Debug, Args)]
+pub struct AgentRunArgs {
+    /// The model: openai:NAME (Chat Completions) or anthropic:NAME (Messages).
+    #[arg(long, value_name = "PROVIDER:NAME")]
+    pub model: String,
+    /// The API's base URL [default: https://api.openai.com/v1 or https://api.anthropic.com/v1];
+    /// for example http://127.0.0.1:11434/v1 (Ollama) or http://127.0.0.1:8000/v1 (vLLM).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The task for the model.
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: String,
+    /// A system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Offer only this tool (repeatable) [default: every tool the principal may call].
+    #[arg(long = "tool", value_name = "NAME")]
+    pub tools: Vec<String>,
+    /// Run as this principal (defined under [principals.ID] in the config file): its tools,
+    /// grants and budget.
+    #[arg(long, value_name = "ID")]
+    pub principal: Option<String>,
+    /// At most N model round trips (tightens the principal's max_turns; 10 when neither sets
+    /// it).
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// At most N tool calls (tightens the principal's max_tool_calls).
+    #[arg(long, value_name = "N")]
+    pub max_tool_calls: Option<u32>,
+    /// At most N milliseconds for the whole run (tightens the principal's timeout_ms).
+    #[arg(long, value_name = "N")]
+    pub timeout_ms: Option<u64>,
+    /// Anthropic's max_tokens per turn.
+    #[arg(long, value_name = "N", default_value_t = toolgate_agent::DEFAULT_MAX_TOKENS)]
+    pub max_tokens: u32,
+    /// Print the whole exchange as JSON at the end (messages, tool calls, results, end state,
+    /// run id, consumption) instead of the transcript.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

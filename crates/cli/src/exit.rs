@@ -8,8 +8,8 @@ use std::process::ExitCode;
 pub const SUCCESS: u8 = 0;
 
 /// A call returned an error result, a definition was invalid or a change refused, the tools
-/// could not be exported as asked (`--require-strict` included), or `audit verify` found the log
-/// altered.
+/// could not be exported as asked (`--require-strict` included), `audit verify` found the log
+/// altered, or `agent run`'s model API failed or Ctrl-C cancelled it.
 pub const FAILURE: u8 = 1;
 
 /// A usage or configuration error (clap exits with 2 for bad flags too), or any error that
@@ -19,11 +19,15 @@ pub const USAGE: u8 = 2;
 /// A call waits for approval: it became (or already was) a durable approval.
 pub const PENDING: u8 = 3;
 
+/// `agent run` stopped because a budget of its run was spent (max_turns, max_tool_calls,
+/// timeout_ms, max_attempts_per_tool).
+pub const EXHAUSTED: u8 = 4;
+
 /// A second Ctrl-C quit at once (128 + SIGINT, as shells report it).
 pub const INTERRUPTED: u8 = 130;
 
 /// Every exit code with its meaning as `--help` shows it (continuation lines are indented there).
-pub const CODES: [(u8, &str); 5] = [
+pub const CODES: [(u8, &str); 6] = [
     (
         SUCCESS,
         "success (a call returned data; every validated file is valid)",
@@ -34,17 +38,26 @@ pub const CODES: [(u8, &str); 5] = [
 or unreadable, a tool or server was not found, a change to the store was refused (plan limit,
 duplicate, built-in, a server entry that is invalid or taken, nothing to approve), the tools
 cannot be exported as asked (with --require-strict: a tool cannot be strict; every such tool
-is listed with its reason), or `audit verify` found the log altered",
+is listed with its reason), `audit verify` found the log altered, or `agent run`'s model API
+failed (unreachable, an error status, a response that is not its shape) or Ctrl-C cancelled
+it",
     ),
     (
         USAGE,
         "usage or configuration error (bad flags or config, unreadable --args file, malformed JSON,
-a database that cannot be opened)",
+a database that cannot be opened; for `agent run`: no API key in OPENAI_API_KEY or
+ANTHROPIC_API_KEY, a budget flag looser than the principal's ceiling)",
     ),
     (
         PENDING,
         "a call waits for approval: it became (or already was) a durable approval, whose id is
-printed; decide it with `toolgate approvals approve ID` or `toolgate approvals deny ID`",
+printed; decide it with `toolgate approvals approve ID` or `toolgate approvals deny ID`
+(`agent run` stops there too)",
+    ),
+    (
+        EXHAUSTED,
+        "`agent run` stopped because its run spent a budget (max_turns, max_tool_calls,
+timeout_ms or max_attempts_per_tool; the message names which)",
     ),
     (
         INTERRUPTED,
@@ -103,7 +116,10 @@ mod tests {
             );
         }
         let codes: Vec<u8> = CODES.iter().map(|(c, _)| *c).collect();
-        assert_eq!(codes, [SUCCESS, FAILURE, USAGE, PENDING, INTERRUPTED]);
+        assert_eq!(
+            codes,
+            [SUCCESS, FAILURE, USAGE, PENDING, EXHAUSTED, INTERRUPTED]
+        );
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The `toolgate` binary: parses the command line, runs the command, maps outcomes to exit codes
 //! (every one is in [`exit`]: 0 success, 1 error result or invalid definition, 2 usage or
-//! configuration error, 3 a call waits for approval, 130 a second Ctrl-C). An error prints with
+//! configuration error, 3 a call waits for approval, 4 an agent run spent its budget, 130 a second Ctrl-C). An error prints with
 //! its whole chain of causes; a closed standard output (`toolgate audit | head -1`) ends the run
 //! quietly with 0.
 
+mod agent;
 mod app;
 mod approvals;
 mod audit;
@@ -117,6 +118,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Token => serve::token(),
         Command::Call(args) => call::run(&App::new(g).await?, args).await,
         Command::Audit(args) => audit::run(&App::new(g).await?, args).await,
+        Command::Agent(cli::AgentCommand::Run(args)) => agent::run(&App::new(g).await?, args).await,
         Command::Approvals(cmd) => approvals::run(&App::new(g).await?, cmd).await,
         Command::Runs(cmd) => runs::run(&App::new(g).await?, cmd).await,
         Command::OutputTypes(cmd) => output_types::run(&App::new(g).await?, cmd).await,

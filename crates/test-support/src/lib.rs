@@ -15,6 +15,9 @@
 //! - [`mcp_fixtures`]: the real MCP servers the gateway's tests run as upstreams (the official
 //!   everything and filesystem servers from npm, a Python server on the official `mcp` SDK),
 //!   with the same skip-or-fail rule as PostgreSQL's.
+//! - `fake_llm` (feature `fake-llm`): fake OpenAI Chat Completions and Anthropic Messages APIs
+//!   on 127.0.0.1 that check requests as the real APIs do and play a scripted model, for the
+//!   agent loop's tests.
 //! - [`cli`]: one way to run the `toolgate` binary, isolated from the environment of whoever
 //!   runs the tests (every `TOOLGATE_*` variable and `RUST_LOG` removed).
 //!
@@ -31,6 +34,8 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod cli;
+#[cfg(feature = "fake-llm")]
+pub mod fake_llm;
 pub mod mcp_fixtures;
 pub mod pg;
 #[cfg(feature = "quota")]
