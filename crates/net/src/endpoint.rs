@@ -11,6 +11,7 @@ use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::ToolError;
 
+use crate::direct::{Body, DirectPool};
 use crate::{PolicyClient, StreamResponse, parse_url, redacted, redirect_target, refused_redirect};
 
 /// A URL under a [`PolicyClient`]'s policy, for many requests to it (an MCP server's endpoint).
@@ -30,6 +31,8 @@ pub struct Endpoint {
 struct Inner {
     client: PolicyClient,
     url: Arc<Url>,
+    /// The connections of a plain-http endpoint, used instead of reqwest's (`direct.rs`).
+    direct: Option<DirectPool>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -49,6 +52,7 @@ impl PolicyClient {
         Ok(Endpoint {
             inner: Arc::new(Inner {
                 client: self.clone(),
+                direct: DirectPool::new(&url),
                 url: Arc::new(url),
             }),
         })
@@ -76,18 +80,33 @@ impl Endpoint {
         if cancel.is_cancelled() {
             return Err(ToolError::cancelled());
         }
-        let Inner { client, url } = &*self.inner;
-        let mut request = reqwest::Request::new(method, Url::clone(url));
-        *request.headers_mut() = headers;
-        *request.body_mut() = body.map(reqwest::Body::from);
+        let Inner {
+            client,
+            url,
+            direct,
+        } = &*self.inner;
         let head = async {
-            let response = client
-                .client
-                .execute(request)
-                .await
-                .map_err(|e| crate::send_error(&e, url))?;
-            match redirect_target(&response, url)? {
-                Some(next) => Err(refused_redirect(url, response.status(), &next)),
+            let response = match direct {
+                Some(pool) => Body::Direct(pool.send(client, url, method, headers, body).await?),
+                None => {
+                    let mut request = reqwest::Request::new(method, Url::clone(url));
+                    *request.headers_mut() = headers;
+                    *request.body_mut() = body.map(reqwest::Body::from);
+                    Body::Reqwest(
+                        client
+                            .client
+                            .execute(request)
+                            .await
+                            .map_err(|e| crate::send_error(&e, url))?,
+                    )
+                }
+            };
+            let (status, headers) = match &response {
+                Body::Reqwest(r) => (r.status(), r.headers()),
+                Body::Direct(r) => (r.status(), r.headers()),
+            };
+            match redirect_target(status, headers, url)? {
+                Some(next) => Err(refused_redirect(url, status, &next)),
                 None => Ok(response),
             }
         };

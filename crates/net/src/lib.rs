@@ -33,11 +33,14 @@
 //! [`PolicyClient::endpoint`] is the same for many requests to one URL (an MCP server's): the
 //! URL parsed and its scheme and literal address checked once, names still checked on every
 //! connection, the caller's prebuilt headers and a shared body sent as they are, and every
-//! redirect refused ([`Endpoint`]).
+//! redirect refused ([`Endpoint`]). A plain `http://` endpoint sends over its own pooled
+//! hyper HTTP/1.1 connections rather than reqwest's (the same checks: each connection made to
+//! an address the policy passed).
 
 #![warn(missing_docs, unreachable_pub)]
 
 mod addr;
+mod direct;
 mod endpoint;
 pub mod sse;
 mod stream;
@@ -61,6 +64,9 @@ pub use endpoint::Endpoint;
 pub use reqwest::Method;
 pub use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 pub use stream::{Redirects, SseEvents, StreamRequest, StreamResponse};
+
+/// The `User-Agent` of every request.
+const USER_AGENT_VALUE: &str = concat!("toolgate/", env!("CARGO_PKG_VERSION"));
 
 /// Redirects followed by default.
 pub const DEFAULT_MAX_REDIRECTS: u32 = 5;
@@ -287,8 +293,8 @@ impl PolicyClient {
                 inner: Arc::clone(&resolver),
                 policy: policy.clone(),
             }))
-            .connect_timeout(policy.timeout().min(Duration::from_secs(10)))
-            .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(connect_timeout(&policy))
+            .user_agent(USER_AGENT_VALUE)
             .build()
             .map_err(|e| NetError::Build(toolgate_core::error_chain(&e)))?;
         Ok(Self {
@@ -334,6 +340,11 @@ impl PolicyClient {
         &self.policy
     }
 
+    /// The longest wait for a connection.
+    fn connect_timeout(&self) -> Duration {
+        connect_timeout(&self.policy)
+    }
+
     async fn exchange(&self, request: HttpRequest, cap: u64) -> Result<HttpResponse, ToolError> {
         let method = parse_method(&request.method)?;
         let url = parse_url(&request.url)?;
@@ -370,7 +381,7 @@ impl PolicyClient {
                 builder = builder.body(b.clone());
             }
             let response = builder.send().await.map_err(|e| send_error(&e, &url))?;
-            let Some(next) = redirect_target(&response, &url)? else {
+            let Some(next) = redirect_target(response.status(), response.headers(), &url)? else {
                 return Ok((response, url));
             };
             let status = response.status();
@@ -437,7 +448,7 @@ impl PolicyClient {
         let (response, url) = self
             .await_head(head, request.timeout, cancel, || shown(&request.url))
             .await?;
-        Ok(self.stream_response(response, Arc::new(url), cancel))
+        Ok(self.stream_response(direct::Body::Reqwest(response), Arc::new(url), cancel))
     }
 
     /// Waits for a response head within `timeout` (if any) unless `cancel` fires first;
@@ -477,12 +488,16 @@ impl PolicyClient {
     /// policy's caps.
     fn stream_response(
         &self,
-        response: reqwest::Response,
+        response: direct::Body,
         url: Arc<Url>,
         cancel: &CancellationToken,
     ) -> StreamResponse {
+        let status = match &response {
+            direct::Body::Reqwest(r) => r.status().as_u16(),
+            direct::Body::Direct(r) => r.status().as_u16(),
+        };
         StreamResponse {
-            status: response.status().as_u16(),
+            status,
             response,
             url,
             cancel: cancel.clone(),
@@ -522,6 +537,11 @@ impl PolicyClient {
     }
 }
 
+/// The longest wait for a connection under `policy`.
+fn connect_timeout(policy: &NetPolicy) -> Duration {
+    policy.timeout().min(Duration::from_secs(10))
+}
+
 fn parse_method(method: &str) -> Result<reqwest::Method, ToolError> {
     reqwest::Method::from_bytes(method.as_bytes()).map_err(|_| {
         ToolError::validation(format!(
@@ -545,13 +565,17 @@ fn refused(r: Refusal) -> ToolError {
     ToolError::authorization(r.to_string()).permanent()
 }
 
-/// Where `response` (from `url`) redirects to, if it is a redirect with a `Location`.
-fn redirect_target(response: &reqwest::Response, url: &Url) -> Result<Option<Url>, ToolError> {
-    if !response.status().is_redirection() {
+/// Where a response from `url` with `status` and `headers` redirects to, if it is a redirect
+/// with a `Location`.
+fn redirect_target(
+    status: reqwest::StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    url: &Url,
+) -> Result<Option<Url>, ToolError> {
+    if !status.is_redirection() {
         return Ok(None);
     }
-    let Some(location) = response
-        .headers()
+    let Some(location) = headers
         .get(reqwest::header::LOCATION)
         .and_then(|v| v.to_str().ok())
     else {

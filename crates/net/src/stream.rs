@@ -10,8 +10,10 @@ use reqwest::Url;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::{ErrorKind, ToolError};
 
+use crate::direct::Body;
+use crate::human_bytes;
+use crate::redacted;
 use crate::sse::{SseEvent, SseParser};
-use crate::{human_bytes, redacted, send_error};
 
 /// What a streamed request does with a redirect.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,7 +47,7 @@ pub struct StreamRequest {
 /// A response whose head has arrived; the body is still to be read.
 pub struct StreamResponse {
     pub(crate) status: u16,
-    pub(crate) response: reqwest::Response,
+    pub(crate) response: Body,
     pub(crate) url: Arc<Url>,
     pub(crate) cancel: CancellationToken,
     pub(crate) timeout: Duration,
@@ -118,7 +120,7 @@ impl StreamResponse {
         let read = async {
             let mut first: Option<Bytes> = None;
             let mut more = BytesMut::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| send_error(&e, &url))? {
+            while let Some(chunk) = response.chunk(&url).await? {
                 let held = first.as_ref().map_or(0, Bytes::len) + more.len();
                 if held as u64 + chunk.len() as u64 > cap {
                     return Err(too_big(&url));
@@ -178,7 +180,7 @@ impl StreamResponse {
                 let chunk = tokio::select! {
                     biased;
                     () = st.cancel.cancelled() => Err(ToolError::cancelled()),
-                    c = st.response.chunk() => c.map_err(|e| send_error(&e, &st.url)),
+                    c = st.response.chunk(&st.url) => c,
                 };
                 match chunk {
                     Ok(Some(bytes)) => {
@@ -205,7 +207,7 @@ impl StreamResponse {
 }
 
 struct EventState {
-    response: reqwest::Response,
+    response: Body,
     url: Arc<Url>,
     cancel: CancellationToken,
     parser: SseParser,

@@ -294,3 +294,87 @@ async fn an_endpoint_is_under_the_policy() {
         err.message()
     );
 }
+
+#[tokio::test]
+async fn an_endpoint_reuses_its_connection_and_survives_an_abandoned_stream() {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+    // A server noting the client port of every request: one port, one connection.
+    let peers: Arc<Mutex<HashSet<SocketAddr>>> = Arc::default();
+    let seen = Arc::clone(&peers);
+    let app = Router::new()
+        .route("/json", post(|body: String| async move { body }))
+        .route(
+            "/events",
+            get(|| async {
+                let ticks = futures_util::stream::unfold(0u32, |i| async move {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    Some((Ok::<_, Infallible>(format!("data: {i}\n\n")), i + 1))
+                });
+                (
+                    [(header::CONTENT_TYPE, "text/event-stream")],
+                    axum::body::Body::from_stream(ticks),
+                )
+            }),
+        )
+        .layer(axum::middleware::from_fn(
+            move |info: axum::extract::ConnectInfo<SocketAddr>,
+                  request: axum::extract::Request,
+                  next: axum::middleware::Next| {
+                seen.lock().unwrap().insert(info.0);
+                next.run(request)
+            },
+        ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    let client = local();
+    let cancel = CancellationToken::new();
+    let json = client.endpoint(&format!("http://{addr}/json")).unwrap();
+    for i in 0..20 {
+        let body = format!("{{\"n\":{i}}}");
+        let answer = json
+            .open(
+                Method::POST,
+                json_headers(),
+                Some(Bytes::from(body.clone())),
+                None,
+                &cancel,
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(answer.bytes(100).await.unwrap(), body.as_bytes());
+    }
+    assert_eq!(
+        peers.lock().unwrap().len(),
+        1,
+        "one connection for 20 requests"
+    );
+    // A stream dropped before its end: that connection is given up, the next request works.
+    let events = client.endpoint(&format!("http://{addr}/events")).unwrap();
+    let mut stream = events
+        .open(Method::GET, HeaderMap::new(), None, None, &cancel)
+        .await
+        .unwrap()
+        .events(1024);
+    assert_eq!(stream.next().await.unwrap().unwrap().data, "0");
+    drop(stream);
+    let again = events
+        .open(Method::GET, HeaderMap::new(), None, None, &cancel)
+        .await
+        .unwrap()
+        .events(1024)
+        .next()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.data, "0");
+}
