@@ -58,6 +58,7 @@
 mod approvals;
 mod audit;
 mod checkpoint;
+mod cluster;
 mod definitions;
 mod error;
 mod events;
@@ -99,6 +100,7 @@ pub use checkpoint::{
     AuditAnchor, AuditKey, Checkpoint, CheckpointProblem, CheckpointProblemKind, CheckpointSource,
     CutTail, suffixed,
 };
+pub use cluster::CancelRequest;
 pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventKind, StoredEvent};
@@ -362,6 +364,11 @@ macro_rules! scripts {
                 include_str!(concat!($dir, "/0010_shared_quotas.sql")),
             ),
             (11, "runs", include_str!(concat!($dir, "/0011_runs.sql"))),
+            (
+                12,
+                "cluster_requests",
+                include_str!(concat!($dir, "/0012_cluster_requests.sql")),
+            ),
         ]
     };
 }
