@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CreateTaskResult, DetailedTask, GetTaskResult, Task, TaskPayload, TaskStatus};
-use serde_json::json;
 use toolgate_core::{CallId, CallRequest, CancellationToken, ErrorKind, Outcome, ToolResult};
 
 use crate::Gateway;
