@@ -14,6 +14,14 @@ The check (default): three instances on a fresh database, HAProxy on 127.0.0.1 i
   HAProxy frontend that is sticky on the `Mcp-Session-Id` response header answers every
   `tools/list`; through plain round robin only the requests that land on its instance do
   (reported, not asserted: sessions that work anywhere would be welcome);
+- tasks (MCP 2026-07-28 stateless requests, the tasks extension): a task-augmented call of a
+  tool that requires confirmation made on instance 1 is approved over REST on 2 and reads
+  `completed` with the call's result on 3; a pending task cancelled on 2 is withdrawn (denied,
+  never run) and reads `cancelled` on 3; a long call running as a task on 1, and an approved call
+  running on 2, are cancelled by `tasks/cancel` sent to 3 (a cancel request in the store, which
+  the running instance follows) and read `cancelled` elsewhere;
+- requestState (2026-07-28 input-required rounds): the first round on 1, the client's answer
+  with its `requestState` on 2 runs the call; the same answer replayed on 3 is refused;
 - kill -9 under load: writing calls and approvals (created, then approved, through HAProxy) run
   while one instance is SIGKILLed; afterwards (the killed instance restarted once the load has
   stopped, so its startup recovery settles what it was running) every approval id handed out
@@ -240,6 +248,8 @@ class Effects(http.server.ThreadingHTTPServer):
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with outer.lock:
                     outer.tokens.append(json.loads(body).get("token", ""))
+                if self.path == "/slow":  # a long call: cancelled long before it answers
+                    time.sleep(15)
                 out = b'{"ok": true}'
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -252,7 +262,7 @@ class Effects(http.server.ThreadingHTTPServer):
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
 
-def definition(name: str, effect_port: int, confirm: bool) -> dict:
+def definition(name: str, effect_port: int, confirm: bool, slow: bool = False) -> dict:
     return {
         "name": name,
         "description": "Records a token at the cluster test's effect server (a counted write).",
@@ -264,7 +274,9 @@ def definition(name: str, effect_port: int, confirm: bool) -> dict:
         "parameters": [{"name": "token", "type": "string", "required": True}],
         "constraints": {"retryable": False, "max_attempts": 1, "timeout_ms": 20000},
         "run": {"kind": "http", "method": "POST",
-                "url": f"http://127.0.0.1:{effect_port}/effect", "body": ["token"]},
+                "url": f"http://127.0.0.1:{effect_port}/{'slow' if slow else 'effect'}",
+                "body": ["token"]},
+        **({"tasks": "optional"} if slow else {}),
     }
 
 
@@ -397,6 +409,171 @@ def check_mcp_sessions(c: Cluster) -> str:
     plain = mcp_session(c.lb_port, lists)
     return (f"legacy MCP session: {sticky}/{lists} tools/list answered through HAProxy sticky on "
             f"Mcp-Session-Id; {plain}/{lists} through plain round robin")
+
+
+def mcp_stateless(port: int, method: str, params: dict, who: str = "loader",
+                  tasks: bool = True) -> dict:
+    """One stateless MCP 2026-07-28 request (no session: any instance may answer it) from a
+    client that can elicit and, with `tasks`, declares the tasks extension; the JSON-RPC
+    answer."""
+    caps: dict = {"elicitation": {}}
+    if tasks:
+        caps["extensions"] = {"io.modelcontextprotocol/tasks": {}}
+    params = dict(params, _meta={
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "cluster-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": caps})
+    headers = {"Authorization": f"Bearer {TOKENS[who]}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+    name = params.get("name") or params.get("taskId")
+    if name:
+        headers["Mcp-Name"] = name
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", "/mcp", body=json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode(),
+            headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read().decode(errors="replace")
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise Failed(f"MCP {method} on port {port} answered HTTP {resp.status}: {raw[:300]}")
+    for line in [raw] + [ln[5:].strip() for ln in raw.splitlines() if ln.startswith("data:")]:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(msg, dict) and msg.get("id") == 1:
+            return msg
+    raise Failed(f"MCP {method} on port {port}: no JSON-RPC answer in {raw[:300]}")
+
+
+def task_until(c: Cluster, i: int, task: str, want: str, seconds: float = 20.0) -> dict:
+    """Reads task `task` with tasks/get on instance `i` until its status is `want`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = mcp_stateless(c.ports[i], "tasks/get", {"taskId": task})
+        result = got.get("result") or {}
+        if result.get("status") == want:
+            return result
+        if time.monotonic() > deadline:
+            raise Failed(f"task {task} read on instance {i} is not {want} after {seconds:.0f} s: "
+                         f"{json.dumps(got)[:400]}")
+        time.sleep(0.05)
+
+
+def new_task(c: Cluster, i: int, tool: str, token: str, status: str) -> str:
+    """A task-augmented tools/call of `tool` on instance `i`: the task's id."""
+    got = mcp_stateless(c.ports[i], "tools/call", {"name": tool, "arguments": {"token": token}})
+    result = got.get("result") or {}
+    if result.get("resultType") != "task" or result.get("status") != status:
+        raise Failed(f"tools/call of {tool} on instance {i} did not answer a {status} task: "
+                     f"{json.dumps(got)[:400]}")
+    return result["taskId"]
+
+
+def approve_on(c: Cluster, i: int, aid: str) -> None:
+    status, body = request(c.ports[i], "POST", f"/v1/approvals/{aid}/approve",
+                           {"reason": "cluster test"})
+    if status != 200:
+        raise Failed(f"approving {aid} on instance {i} answered {status}: {body}")
+
+
+def check_tasks(c: Cluster, effects: Effects) -> str:
+    for name, confirm, slow in (("task_confirm", True, False), ("task_slow", False, True),
+                                ("task_slow_confirm", True, True)):
+        status, body = request(c.lb_port, "POST", "/v1/tools",
+                               definition(name, c.effect_port, confirm, slow))
+        if status != 201:
+            raise Failed(f"adding {name} answered {status}: {body}")
+    time.sleep(1.5)  # every instance has them (the sync catches up within a second)
+    lines = []
+
+    # Created on 1, approved over REST on 2, completed as read on 3.
+    task = new_task(c, 1, "task_confirm", "t-approved", "input_required")
+    waiting = task_until(c, 3, task, "input_required")
+    if task not in (waiting.get("statusMessage") or ""):
+        raise Failed(f"the waiting task read on 3 does not name its approval: {waiting}")
+    approve_on(c, 2, task)
+    done = task_until(c, 3, task, "completed")
+    if done["result"].get("isError") is not False or "t-approved" not in effects.tokens:
+        raise Failed(f"the task approved on 2 did not complete with the call's result: {done}")
+    lines.append("created on 1, approved over REST on 2, completed read on 3")
+
+    # Created on 1, withdrawn with tasks/cancel on 2, read cancelled on 3: it never runs.
+    task = new_task(c, 1, "task_confirm", "t-withdrawn", "input_required")
+    got = mcp_stateless(c.ports[2], "tasks/cancel", {"taskId": task})
+    if "error" in got:
+        raise Failed(f"tasks/cancel of a pending task on instance 2: {got}")
+    task_until(c, 3, task, "cancelled")
+    status, body = request(c.ports[1], "GET", f"/v1/approvals/{task}")
+    if body.get("status") != "denied" or "t-withdrawn" in effects.tokens:
+        raise Failed(f"the withdrawn task's approval is {body.get('status')} (want denied, "
+                     "never run)")
+    lines.append("pending task cancelled on 2 (approval withdrawn), read cancelled on 3")
+
+    # A long call running as a task on 1, cancelled from 3, read cancelled on 2.
+    task = new_task(c, 1, "task_slow", "t-long", "working")
+    task_until(c, 2, task, "working")
+    deadline = time.monotonic() + 10
+    while "t-long" not in effects.tokens:  # the call has reached the tool
+        if time.monotonic() > deadline:
+            raise Failed("the long call never reached the effect server")
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    got = mcp_stateless(c.ports[3], "tasks/cancel", {"taskId": task})
+    if "error" in got:
+        raise Failed(f"tasks/cancel on instance 3 of a task running on 1: {got}")
+    task_until(c, 2, task, "cancelled", seconds=10)
+    long_ms = (time.monotonic() - t0) * 1000
+    lines.append(f"long-call task running on 1 cancelled from 3, read cancelled on 2 after "
+                 f"{long_ms:.0f} ms")
+
+    # An approved call running on 2 (approved there), cancelled from 3, read cancelled on 1.
+    task = new_task(c, 1, "task_slow_confirm", "t-approved-long", "input_required")
+    approve_on(c, 2, task)
+    task_until(c, 3, task, "working")
+    deadline = time.monotonic() + 10
+    while "t-approved-long" not in effects.tokens:
+        if time.monotonic() > deadline:
+            raise Failed("the approved long call never reached the effect server")
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    got = mcp_stateless(c.ports[3], "tasks/cancel", {"taskId": task})
+    if "error" in got:
+        raise Failed(f"tasks/cancel on instance 3 of an approved call running on 2: {got}")
+    task_until(c, 1, task, "cancelled", seconds=10)
+    approved_ms = (time.monotonic() - t0) * 1000
+    lines.append(f"approved call running on 2 cancelled from 3, read cancelled on 1 after "
+                 f"{approved_ms:.0f} ms")
+    return "tasks across instances: " + "; ".join(lines)
+
+
+def check_request_state(c: Cluster, effects: Effects) -> str:
+    """MCP 2026-07-28 input-required rounds: the first round on one instance, the answer with
+    its requestState on another; the state is single-use on every instance."""
+    first = mcp_stateless(c.ports[1], "tools/call",
+                          {"name": "task_confirm", "arguments": {"token": "rs-1"}}, tasks=False)
+    result = first.get("result") or {}
+    if result.get("resultType") != "input_required" or not result.get("requestState"):
+        raise Failed(f"the first round on instance 1 is not input_required: "
+                     f"{json.dumps(first)[:400]}")
+    answer = {"name": "task_confirm", "arguments": {"token": "rs-1"},
+              "inputResponses": {"confirm": {"action": "accept", "content": {"approve": True}}},
+              "requestState": result["requestState"]}
+    second = mcp_stateless(c.ports[2], "tools/call", answer, tasks=False)
+    done = second.get("result") or {}
+    if done.get("isError") is not False or "rs-1" not in effects.tokens:
+        raise Failed(f"the answer sent to instance 2 did not run the call: "
+                     f"{json.dumps(second)[:400]}")
+    again = mcp_stateless(c.ports[3], "tools/call", answer, tasks=False)
+    if "error" not in again or effects.tokens.count("rs-1") != 1:
+        raise Failed(f"the used requestState was accepted again on instance 3: "
+                     f"{json.dumps(again)[:400]}")
+    return ("requestState: first round on 1, answered on 2 (the call ran once), replayed on 3 "
+            "and refused")
 
 
 def check_kill(c: Cluster, binary: Path, effects: Effects, seconds: float = 6.0) -> str:
@@ -663,6 +840,8 @@ def main() -> int:
         checks = [("rate limit", lambda: check_rate_limit(cluster)),
                   ("definitions", lambda: check_definitions(cluster)),
                   ("MCP sessions", lambda: check_mcp_sessions(cluster)),
+                  ("tasks", lambda: check_tasks(cluster, effects)),
+                  ("requestState", lambda: check_request_state(cluster, effects)),
                   ("kill -9", lambda: check_kill(cluster, binary, effects))]
         if args.redis is not None:
             checks = checks[:1]

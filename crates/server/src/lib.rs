@@ -200,8 +200,6 @@ pub struct Gateway {
     list_changed: Arc<mcp_sessions::ListChanged>,
     /// The MCP sessions of `/mcp` (made with the router).
     mcp_sessions: std::sync::OnceLock<mcp_sessions::BoundedSessions>,
-    /// MCP 2026-07-28 confirmations waiting for the client's second round.
-    confirmations: mcp_input::PendingConfirmations,
     /// MCP tasks of calls running in the background here (`mcp_task_runs`).
     task_runs: mcp_task_runs::TaskRuns,
 }
@@ -228,7 +226,6 @@ impl Gateway {
             options,
             list_changed: Arc::new(mcp_sessions::ListChanged::default()),
             mcp_sessions: std::sync::OnceLock::new(),
-            confirmations: mcp_input::PendingConfirmations::default(),
             task_runs: mcp_task_runs::TaskRuns::default(),
         }))
     }
@@ -378,6 +375,10 @@ impl Gateway {
         })?;
         check_binding(local, &self.auth)?;
         self.start_sync().await?;
+        tokio::spawn(mcp_tasks::follow_cancels(
+            Arc::clone(&self),
+            shutdown.clone(),
+        ));
         let app = self
             .router()
             .into_make_service_with_connect_info::<SocketAddr>();
@@ -410,6 +411,10 @@ impl Gateway {
         shutdown: CancellationToken,
     ) -> Result<(), ServerError> {
         self.start_sync().await?;
+        tokio::spawn(mcp_tasks::follow_cancels(
+            Arc::clone(&self),
+            shutdown.clone(),
+        ));
         let result = mcp::serve_stdio(Arc::clone(&self), shutdown.clone()).await;
         self.drain().await;
         result

@@ -509,13 +509,23 @@ impl ServerHandler for McpHandler {
             let principal = caller.principal.id.as_str();
             let answer = match &request_state {
                 Some(state) => {
-                    if !self
-                        .gw
-                        .confirmations
-                        .redeem(state, principal, &name, &arguments)
-                    {
+                    let redeemed = crate::mcp_input::redeem(
+                        self.gw.store(),
+                        state,
+                        principal,
+                        &name,
+                        &arguments,
+                    )
+                    .await
+                    .map_err(|e| {
+                        McpError::internal_error(
+                            format!("reading the requestState from the store failed: {e}"),
+                            None,
+                        )
+                    })?;
+                    if !redeemed {
                         return Err(McpError::invalid_params(
-                            "requestState is not one this server issued for this call: it is unknown, already used, expired (after 10 minutes), for another call or principal, or from another toolgate instance. Call the tool again without requestState and inputResponses.",
+                            "requestState is not one this server issued for this call: it is unknown, already used, expired (after 10 minutes), or for another call or principal. Call the tool again without requestState and inputResponses.",
                             None,
                         ));
                     }
@@ -593,10 +603,16 @@ impl ServerHandler for McpHandler {
         if let Some((ask, name, arguments)) = next_round
             && let Some(message) = ask.asked()
         {
-            let token =
-                self.gw
-                    .confirmations
-                    .issue(caller.principal.id.as_str(), &name, &arguments);
+            let token = crate::mcp_input::issue(
+                self.gw.store(),
+                caller.principal.id.as_str(),
+                &name,
+                &arguments,
+            )
+            .await
+            .map_err(|e| {
+                McpError::internal_error(format!("storing the requestState failed: {e}"), None)
+            })?;
             let input = crate::mcp_input::input_required(message, token)
                 .map_err(|e| McpError::internal_error(e, None))?;
             return Ok(CallToolResponse::InputRequired(input));

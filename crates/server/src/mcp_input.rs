@@ -1,13 +1,14 @@
 //! Confirmation under MCP 2026-07-28, which has no server-initiated requests: a call that needs a
 //! yes is answered with an input-required result carrying the confirmation form, and the client
 //! calls again with its user's answer (`inputResponses`) and the `requestState` it got. The state
-//! is an opaque, single-use token kept here, bound to the principal, the tool and the arguments
-//! of the first call, and valid for [`TTL`]; the answer goes through the same explicit-yes rule
-//! as elicitation (`mcp::elicited_decision`).
+//! is an opaque, single-use token kept in the store (its SHA-256, so the database never holds a
+//! usable token), bound to the principal, the tool and the arguments of the first call, and valid
+//! for [`TTL`]: the second round may land on any instance on the same database (a load balancer
+//! that is not sticky). The answer goes through the same explicit-yes rule as elicitation
+//! (`mcp::elicited_decision`).
 
-use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::{InputRequest, InputRequests, InputRequiredResult, InputResponses};
 use serde_json::{Value, json};
@@ -15,27 +16,13 @@ use sha2::{Digest, Sha256};
 use toolgate_core::{
     ApprovalHandler, ApprovalRequest, BoxFuture, Decision, ElicitAnswer, ToolError,
 };
+use toolgate_store::{Store, StoreError};
 
 /// The key of the confirmation form in `inputRequests` and `inputResponses`.
 pub(crate) const CONFIRM_KEY: &str = "confirm";
 
 /// How long a first round's `requestState` can be answered.
 pub(crate) const TTL: Duration = Duration::from_secs(600);
-
-/// First rounds kept at most; the oldest give way.
-const MAX_PENDING: usize = 10_000;
-
-/// The first rounds waiting for their client's answer.
-#[derive(Default)]
-pub(crate) struct PendingConfirmations {
-    pending: Mutex<HashMap<String, Pending>>,
-}
-
-struct Pending {
-    /// Principal, tool and arguments of the first call, hashed.
-    binding: [u8; 32],
-    expires: Instant,
-}
 
 fn binding(principal: &str, tool: &str, arguments: &Value) -> [u8; 32] {
     let mut hash = Sha256::new();
@@ -77,49 +64,49 @@ fn canonical(value: &Value, hash: &mut Sha256) {
     }
 }
 
-impl PendingConfirmations {
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
-    /// A new `requestState` for a first round of `tool` with `arguments` by `principal`.
-    pub(crate) fn issue(&self, principal: &str, tool: &str, arguments: &Value) -> String {
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let now = Instant::now();
-        let mut pending = self.pending();
-        pending.retain(|_, p| p.expires > now);
-        if pending.len() >= MAX_PENDING
-            && let Some(oldest) = pending
-                .iter()
-                .min_by_key(|(_, p)| p.expires)
-                .map(|(k, _)| k.clone())
-        {
-            pending.remove(&oldest);
-        }
-        pending.insert(
-            token.clone(),
-            Pending {
-                binding: binding(principal, tool, arguments),
-                expires: now + TTL,
-            },
-        );
-        token
-    }
+fn token_key(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
 
-    /// Takes `token` (it cannot be used twice): whether it was issued for this principal, tool
-    /// and arguments and has not expired.
-    pub(crate) fn redeem(
-        &self,
-        token: &str,
-        principal: &str,
-        tool: &str,
-        arguments: &Value,
-    ) -> bool {
-        let Some(pending) = self.pending().remove(token) else {
-            return false;
-        };
-        pending.expires > Instant::now() && pending.binding == binding(principal, tool, arguments)
-    }
+/// A new `requestState` for a first round of `tool` with `arguments` by `principal`, stored so
+/// that any instance on the same database can redeem it.
+pub(crate) async fn issue(
+    store: &Store,
+    principal: &str,
+    tool: &str,
+    arguments: &Value,
+) -> Result<String, StoreError> {
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let ttl = i64::try_from(TTL.as_millis()).unwrap_or(i64::MAX);
+    let expires = chrono::Utc::now().timestamp_millis().saturating_add(ttl);
+    store
+        .put_request_state(
+            &token_key(&token),
+            &hex(&binding(principal, tool, arguments)),
+            expires,
+        )
+        .await?;
+    Ok(token)
+}
+
+/// Takes `token` (it cannot be used twice, on any instance): whether it was issued for this
+/// principal, tool and arguments and has not expired.
+pub(crate) async fn redeem(
+    store: &Store,
+    token: &str,
+    principal: &str,
+    tool: &str,
+    arguments: &Value,
+) -> Result<bool, StoreError> {
+    let Some((bound, expires)) = store.take_request_state(&token_key(token)).await? else {
+        return Ok(false);
+    };
+    Ok(expires > chrono::Utc::now().timestamp_millis()
+        && bound == hex(&binding(principal, tool, arguments)))
 }
 
 /// The approval handler of a first round: it cannot wait for the client, so it records the
@@ -201,33 +188,56 @@ pub(crate) fn answer_of(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_request_state_is_single_use_and_bound_to_its_call() {
-        let pending = PendingConfirmations::default();
+    #[tokio::test]
+    async fn a_request_state_is_single_use_and_bound_to_its_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            &toolgate_store::DbUrl::Sqlite(dir.path().join("t.db")),
+            &toolgate_store::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        let s = &store;
         let args = json!({"path": "a", "content": "b"});
-        let token = pending.issue("alice", "write_file", &args);
+        let token = issue(s, "alice", "write_file", &args).await.unwrap();
         // Another principal, tool or arguments does not redeem it, and uses it up.
-        assert!(!pending.redeem(&token, "bob", "write_file", &args));
-        assert!(!pending.redeem(&token, "alice", "write_file", &args));
-        let token = pending.issue("alice", "write_file", &args);
-        assert!(!pending.redeem(
-            &token,
-            "alice",
-            "write_file",
-            &json!({"path": "other", "content": "b"})
-        ));
-        let token = pending.issue("alice", "write_file", &args);
-        assert!(!pending.redeem(&token, "alice", "delete_file", &args));
-        // The same call redeems it once.
-        let token = pending.issue("alice", "write_file", &args);
-        assert!(pending.redeem(
-            &token,
-            "alice",
-            "write_file",
-            &json!({"content": "b", "path": "a"})
-        ));
-        assert!(!pending.redeem(&token, "alice", "write_file", &args));
-        assert!(!pending.redeem("never-issued", "alice", "write_file", &args));
+        assert!(!redeem(s, &token, "bob", "write_file", &args).await.unwrap());
+        assert!(
+            !redeem(s, &token, "alice", "write_file", &args)
+                .await
+                .unwrap()
+        );
+        let token = issue(s, "alice", "write_file", &args).await.unwrap();
+        let other = json!({"path": "other", "content": "b"});
+        assert!(
+            !redeem(s, &token, "alice", "write_file", &other)
+                .await
+                .unwrap()
+        );
+        let token = issue(s, "alice", "write_file", &args).await.unwrap();
+        assert!(
+            !redeem(s, &token, "alice", "delete_file", &args)
+                .await
+                .unwrap()
+        );
+        // The same call redeems it once (its keys in any order).
+        let token = issue(s, "alice", "write_file", &args).await.unwrap();
+        let reordered = json!({"content": "b", "path": "a"});
+        assert!(
+            redeem(s, &token, "alice", "write_file", &reordered)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !redeem(s, &token, "alice", "write_file", &args)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !redeem(s, "never-issued", "alice", "write_file", &args)
+                .await
+                .unwrap()
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! a restart, or on another instance, `tasks/get` rebuilds the task from the call's audit
 //! record (the finished entry's outcome; content blocks other than the data are kept there only
 //! as digests). A task is its principal's only: another principal's id reads "not found".
+//! `tasks/cancel` sent to another instance reaches this one through the store's cancel requests
+//! (`mcp_tasks::follow_cancels`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,7 +18,6 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CreateTaskResult, DetailedTask, GetTaskResult, Task, TaskPayload, TaskStatus};
-use serde_json::json;
 use toolgate_core::{CallId, CallRequest, CancellationToken, ErrorKind, Outcome, ToolResult};
 
 use crate::Gateway;
@@ -59,6 +60,17 @@ impl TaskRuns {
 
     fn run(&self, id: CallId) -> Option<Arc<Run>> {
         self.lock().get(&id).cloned()
+    }
+
+    /// Cancels call `id` if it runs here for `principal`; whether it did.
+    pub(crate) fn cancel_here(&self, id: CallId, principal: &str) -> bool {
+        match self.run(id) {
+            Some(run) if run.principal == principal && run.finished().is_none() => {
+                run.cancel.cancel();
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -183,9 +195,9 @@ pub(crate) async fn get(
     }
 }
 
-/// `tasks/cancel` of a background call: cancels it if it runs here; a finished task's cancel is
-/// an acknowledgement that changes nothing (SEP-2663: idempotent); one running on another
-/// instance is refused saying so.
+/// `tasks/cancel` of a background call: cancels it if it runs here, else asks the instance that
+/// runs it through the store (`mcp_tasks::follow_cancels`); a finished task's cancel is an
+/// acknowledgement that changes nothing (SEP-2663: idempotent).
 pub(crate) async fn cancel(
     gw: &Gateway,
     caller: &Caller,
@@ -201,12 +213,8 @@ pub(crate) async fn cancel(
         return Ok(());
     }
     if read.task.status() == TaskStatus::Working {
-        return Err(McpError::invalid_params(
-            format!(
-                "Task {task_id} cannot be cancelled here: its call runs on another toolgate instance; read its state with tasks/get"
-            ),
-            Some(json!({ "taskId": task_id })),
-        ));
+        // It runs on another instance: ask it through the store.
+        return crate::mcp_tasks::request_elsewhere(gw, caller, task_id).await;
     }
     Ok(())
 }
@@ -251,4 +259,72 @@ fn task_of(
     };
     task.status_message = Some(message);
     Ok(DetailedTask::new(task, payload))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Two gateways on one database stand for two instances: a task run on one is cancelled by
+    //! `tasks/cancel` sent to the other, through the store's cancel requests.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolgate_core::{CallRequest, Principal, TaskSupport, ToolBuilder, ToolError};
+
+    use crate::auth::Caller;
+    use crate::{Gateway, GatewayOptions};
+
+    async fn instance(path: &std::path::Path) -> Arc<Gateway> {
+        let store = toolgate_store::Store::open(
+            &toolgate_store::DbUrl::Sqlite(path.to_owned()),
+            &toolgate_store::StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        let tool = ToolBuilder::new("long", "Waits until cancelled; for tests.")
+            .tasks(TaskSupport::Optional)
+            .handler(|_, ctx| async move {
+                tokio::select! {
+                    () = ctx.cancellation().cancelled() => Err(ToolError::cancelled()),
+                    () = tokio::time::sleep(Duration::from_secs(60)) => Ok(json!({ "slept": true })),
+                }
+            });
+        let registry = Arc::new(toolgate_core::Registry::new());
+        registry.register_all(vec![Arc::new(tool)], false).unwrap();
+        Gateway::from_parts(registry, store, GatewayOptions::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_cancel_sent_to_another_instance_reaches_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let (one, two) = (instance(&path).await, instance(&path).await);
+        let shutdown = toolgate_core::CancellationToken::new();
+        tokio::spawn(crate::mcp_tasks::follow_cancels(
+            Arc::clone(&one),
+            shutdown.clone(),
+        ));
+        let caller = Arc::new(Caller::new(Principal::local(), one.plan().clone()));
+        let task = super::start(&one, &caller, CallRequest::new("long", json!({}))).unwrap();
+        let id = task.task.task_id.clone();
+        let call = toolgate_core::CallId::parse(&id).unwrap();
+        // What tasks/cancel on the other instance does for a call running elsewhere (the
+        // cluster test, scripts/cluster.py, sends the real tasks/cancel over PostgreSQL).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        crate::mcp_tasks::request_elsewhere(&two, &caller, &id)
+            .await
+            .unwrap();
+        loop {
+            let read = super::get(&one, &caller, &id, call).await.unwrap();
+            if read.task.status() == rmcp::model::TaskStatus::Cancelled {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{read:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // A cancel request names the task, not another principal's run: it is ignored there.
+        assert!(!one.task_runs.cancel_here(call, "someone-else"));
+        shutdown.cancel();
+    }
 }

@@ -109,11 +109,11 @@ pub(crate) async fn get(
 }
 
 /// `tasks/cancel`: withdraws a pending approval (it is denied in the caller's name, never runs,
-/// and the task reads `cancelled`), or cancels the approved call running in this process (it
-/// ends `cancelled`, recorded as the approval's result). A finished task's cancel is an
-/// acknowledgement that changes nothing; one whose call was approved but has not started, or
-/// runs on another instance, is refused saying so. A background
-/// call's task (a call id) is cancelled as `mcp_task_runs` says.
+/// and the task reads `cancelled`), or cancels the approved call running (it ends `cancelled`,
+/// recorded as the approval's result): at once in this process, through the store when another
+/// instance runs it (`follow_cancels`). A finished task's cancel is an acknowledgement that
+/// changes nothing; one whose call was approved but has not started is refused saying so. A
+/// background call's task (a call id) is cancelled as `mcp_task_runs` says.
 pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Result<(), McpError> {
     if let Ok(id) = CallId::parse(task_id) {
         return crate::mcp_task_runs::cancel(gw, caller, task_id, id).await;
@@ -124,12 +124,8 @@ pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Resu
         if gw.runtime().cancel_running_approval(&approval.id, "client") {
             return Ok(());
         }
-        return Err(McpError::invalid_params(
-            format!(
-                "Task {task_id} cannot be cancelled here: its call runs on another toolgate instance; read its state with tasks/get"
-            ),
-            Some(json!({ "taskId": task_id, "approvalStatus": approval.status })),
-        ));
+        // It runs on another instance: ask it through the store (see `follow_cancels`).
+        return request_elsewhere(gw, caller, task_id).await;
     }
     // A finished task: cancelling it is acknowledged and changes nothing (SEP-2663 makes
     // tasks/cancel idempotent; tasks/get still reads what happened).
@@ -160,6 +156,84 @@ pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Resu
         })?;
     gw.runtime().publish_approval(&withdrawn);
     Ok(())
+}
+
+/// Asks the instance running task `task_id`'s call to cancel it: a cancel request in the store,
+/// which every instance reads (`follow_cancels`). The answer comes before the cancellation
+/// lands; `tasks/get` reads `cancelled` once it has.
+pub(crate) async fn request_elsewhere(
+    gw: &Gateway,
+    caller: &Caller,
+    task_id: &str,
+) -> Result<(), McpError> {
+    gw.store()
+        .request_cancel(task_id, caller.principal.id.as_str())
+        .await
+        .map_err(|e| {
+            McpError::internal_error(
+                format!(
+                    "Task {task_id} runs on another toolgate instance and the cancel request could not be stored: {e}"
+                ),
+                Some(json!({ "taskId": task_id })),
+            )
+        })
+}
+
+/// How often each instance reads the cancel requests of the calls it may run.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Cancel requests read again on each poll below the newest seen, so that a row committed after
+/// a newer id (concurrent inserts on PostgreSQL) is not skipped.
+const CANCEL_WINDOW: i64 = 256;
+
+/// Follows the store's cancel requests until `shutdown` fires: each one naming a call that runs
+/// in this process (an approved call, or a background task run of the same principal) cancels
+/// it, noting `client` as who cancelled. This is how `tasks/cancel` sent to one instance
+/// reaches the instance running the call, with nothing but the shared database between them.
+pub(crate) async fn follow_cancels(
+    gw: std::sync::Arc<Gateway>,
+    shutdown: toolgate_core::CancellationToken,
+) {
+    let mut last = loop {
+        match gw.store().last_cancel_request().await {
+            Ok(id) => break id,
+            Err(e) => {
+                tracing::warn!(error = %toolgate_core::ErrorChain(&e), "cannot read cancel requests; retrying in 1 s");
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(CANCEL_POLL) => {}
+        }
+        let requests = match gw.store().cancel_requests_after(last - CANCEL_WINDOW).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %toolgate_core::ErrorChain(&e), "cannot read cancel requests");
+                continue;
+            }
+        };
+        for r in requests {
+            if !seen.insert(r.id) {
+                continue;
+            }
+            last = last.max(r.id);
+            let cancelled = match CallId::parse(&r.target) {
+                Ok(id) => gw.task_runs.cancel_here(id, &r.principal),
+                Err(_) => gw.runtime().cancel_running_approval(&r.target, "client"),
+            };
+            if cancelled {
+                tracing::info!(task = %r.target, "cancelled at another instance's tasks/cancel");
+            }
+        }
+        seen = seen.split_off(&(last - CANCEL_WINDOW));
+    }
 }
 
 /// The approval behind `task_id`, if `caller` made it; "not found" otherwise.

@@ -3,7 +3,8 @@
 //! (`Store::shared_quotas`, the tests' server, a fresh schema dropped afterwards) and in Redis
 //! (toolgate-redis's `RedisQuotas`, the tests' Redis, a key prefix of the run's own), in the
 //! same run, and the pipeline without a quota as the baseline. Prints the median and the 99th
-//! percentile per call in µs, and the difference to the in-process count.
+//! percentile per call in µs, the difference to the baseline, and how many times the in-process
+//! count of the same quota (measured in the same run) a shared count takes.
 //!
 //! Two quotas are timed: a rate (one token-bucket upsert, or one Redis script, per call) and a
 //! concurrency cap (a slot leased before the call and given back after it: two statements, or
@@ -109,7 +110,7 @@ async fn main() -> Result<(), BoxError> {
 
     let mut rows = Vec::new();
     let (base, base99) = time(&pipeline(None, None)?, n).await?;
-    rows.push(("no quota (baseline)", base, base99, None));
+    rows.push(("no quota (baseline)", base, base99, None, None));
     for (label, quota) in [("rate", rate), ("concurrency cap", cap)] {
         let (local, local99) = time(&pipeline(Some(quota), None)?, n).await?;
         rows.push((
@@ -121,6 +122,7 @@ async fn main() -> Result<(), BoxError> {
             local,
             local99,
             Some(local - base),
+            None,
         ));
         for (backend, counter) in [("PostgreSQL", &shared), ("Redis", &redis)] {
             let Some(counter) = counter else {
@@ -137,17 +139,19 @@ async fn main() -> Result<(), BoxError> {
                 median,
                 p99,
                 Some(median - base),
+                Some(median / local),
             ));
         }
     }
     println!("shared quota cost per call ({n} sequential calls each, µs)");
     println!(
-        "{:<32} {:>10} {:>10} {:>14}",
-        "count", "median", "p99", "added (median)"
+        "{:<32} {:>10} {:>10} {:>14} {:>13}",
+        "count", "median", "p99", "added (median)", "× in process"
     );
-    for (label, median, p99, added) in rows {
+    for (label, median, p99, added, ratio) in rows {
         let added = added.map_or_else(|| "-".to_owned(), |a| format!("{a:.1}"));
-        println!("{label:<32} {median:>10.1} {p99:>10.1} {added:>14}");
+        let ratio = ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.0}×"));
+        println!("{label:<32} {median:>10.1} {p99:>10.1} {added:>14} {ratio:>13}");
     }
     drop((shared, redis));
     if let (Some(store), Some(url)) = (store, url) {

@@ -58,6 +58,7 @@
 mod approvals;
 mod audit;
 mod checkpoint;
+mod cluster;
 mod definitions;
 mod error;
 mod events;
@@ -99,6 +100,7 @@ pub use checkpoint::{
     AuditAnchor, AuditKey, Checkpoint, CheckpointProblem, CheckpointProblemKind, CheckpointSource,
     CutTail, suffixed,
 };
+pub use cluster::CancelRequest;
 pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventKind, StoredEvent};
@@ -366,6 +368,11 @@ macro_rules! scripts {
                 12,
                 "run_attempts_in_flight",
                 include_str!(concat!($dir, "/0012_run_attempts_in_flight.sql")),
+            ),
+            (
+                13,
+                "cluster_requests",
+                include_str!(concat!($dir, "/0013_cluster_requests.sql")),
             ),
         ]
     };

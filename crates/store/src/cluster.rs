@@ -1,0 +1,195 @@
+//! What one instance asks of another through the shared database, so that a request may land on
+//! any instance behind a load balancer (no coordination protocol beyond the store):
+//!
+//! - cancel requests: `tasks/cancel` of a call running on another instance writes a row; every
+//!   instance reads the rows newer than the last it saw (`Store::cancel_requests_after`, polled
+//!   by the server) and cancels the named call if it runs there;
+//! - MCP 2026-07-28 `requestState` tokens: the first round of a confirmation stores the token's
+//!   SHA-256 with its binding and expiry; the answering round takes (deletes) it on whichever
+//!   instance it lands, so a token is single-use across the cluster.
+
+use chrono::Utc;
+use sqlx::Row;
+
+use crate::{Store, StoreError, on_pool};
+
+/// How long a cancel request is kept (a call it names has finished or been cancelled by then).
+const CANCEL_KEEP_MS: i64 = 3_600_000;
+
+/// A `tasks/cancel` of a call that may run on another instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// Increases in insertion order: the cursor of [`Store::cancel_requests_after`].
+    pub id: i64,
+    /// The task's id: an approval id or a call id.
+    pub target: String,
+    /// The principal that asked (the task's owner).
+    pub principal: String,
+}
+
+impl Store {
+    /// Records that `principal` asks to cancel the call of task `target`, wherever it runs; rows
+    /// older than an hour are removed on the way.
+    pub async fn request_cancel(&self, target: &str, principal: &str) -> Result<(), StoreError> {
+        let now = Utc::now().timestamp_millis();
+        on_pool!(self, p => {
+            sqlx::query("DELETE FROM cancel_requests WHERE requested_ms < $1")
+                .bind(now - CANCEL_KEEP_MS)
+                .execute(p)
+                .await
+                .map_err(StoreError::db("removing old cancel requests"))?;
+            sqlx::query(
+                "INSERT INTO cancel_requests (target, principal, requested_ms) VALUES ($1, $2, $3)",
+            )
+            .bind(target)
+            .bind(principal)
+            .bind(now)
+            .execute(p)
+            .await
+            .map_err(StoreError::db("recording a cancel request"))?;
+            Ok(())
+        })
+    }
+
+    /// The cancel requests with an id greater than `after`, oldest first (at most 1000).
+    pub async fn cancel_requests_after(
+        &self,
+        after: i64,
+    ) -> Result<Vec<CancelRequest>, StoreError> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(
+                "SELECT id, target, principal FROM cancel_requests WHERE id > $1 ORDER BY id LIMIT 1000",
+            )
+            .bind(after)
+            .fetch_all(p)
+            .await
+            .map_err(StoreError::db("reading cancel requests"))?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                out.push(CancelRequest {
+                    id: row
+                        .try_get("id")
+                        .map_err(StoreError::db("reading a cancel request"))?,
+                    target: row
+                        .try_get("target")
+                        .map_err(StoreError::db("reading a cancel request"))?,
+                    principal: row
+                        .try_get("principal")
+                        .map_err(StoreError::db("reading a cancel request"))?,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// The newest cancel request's id (0 when there is none): where a new poller starts.
+    pub async fn last_cancel_request(&self) -> Result<i64, StoreError> {
+        on_pool!(self, p => {
+            let id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM cancel_requests")
+                .fetch_one(p)
+                .await
+                .map_err(StoreError::db("reading cancel requests"))?;
+            Ok(id.unwrap_or(0))
+        })
+    }
+
+    /// Stores a `requestState` token (by its SHA-256, hex) with its binding (hex) and expiry
+    /// (milliseconds since the epoch); expired tokens are removed on the way.
+    pub async fn put_request_state(
+        &self,
+        token_sha256: &str,
+        binding: &str,
+        expires_ms: i64,
+    ) -> Result<(), StoreError> {
+        let now = Utc::now().timestamp_millis();
+        on_pool!(self, p => {
+            sqlx::query("DELETE FROM mcp_request_states WHERE expires_ms < $1")
+                .bind(now)
+                .execute(p)
+                .await
+                .map_err(StoreError::db("removing expired MCP request states"))?;
+            sqlx::query(
+                "INSERT INTO mcp_request_states (token_sha256, binding, expires_ms) VALUES ($1, $2, $3)",
+            )
+            .bind(token_sha256)
+            .bind(binding)
+            .bind(expires_ms)
+            .execute(p)
+            .await
+            .map_err(StoreError::db("recording an MCP request state"))?;
+            Ok(())
+        })
+    }
+
+    /// Takes (deletes) the `requestState` token with this SHA-256: its binding and expiry, or
+    /// `None` when it was never stored or was taken already.
+    pub async fn take_request_state(
+        &self,
+        token_sha256: &str,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        on_pool!(self, p => {
+            let row = sqlx::query(
+                "DELETE FROM mcp_request_states WHERE token_sha256 = $1 RETURNING binding, expires_ms",
+            )
+            .bind(token_sha256)
+            .fetch_optional(p)
+            .await
+            .map_err(StoreError::db("taking an MCP request state"))?;
+            match row {
+                None => Ok(None),
+                Some(row) => Ok(Some((
+                    row.try_get("binding")
+                        .map_err(StoreError::db("reading an MCP request state"))?,
+                    row.try_get("expires_ms")
+                        .map_err(StoreError::db("reading an MCP request state"))?,
+                ))),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DbUrl, Store, StoreOptions};
+
+    async fn store() -> (Store, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            &DbUrl::Sqlite(dir.path().join("t.db")),
+            &StoreOptions::default(),
+        )
+        .await
+        .unwrap();
+        (store, dir)
+    }
+
+    #[tokio::test]
+    async fn cancel_requests_are_read_after_a_cursor() {
+        let (store, _dir) = store().await;
+        assert_eq!(store.last_cancel_request().await.unwrap(), 0);
+        store.request_cancel("apr_1", "alice").await.unwrap();
+        let start = store.last_cancel_request().await.unwrap();
+        store.request_cancel("call_2", "bob").await.unwrap();
+        let all = store.cancel_requests_after(0).await.unwrap();
+        assert_eq!(all.len(), 2);
+        let newer = store.cancel_requests_after(start).await.unwrap();
+        assert_eq!(newer.len(), 1);
+        assert_eq!(
+            (newer[0].target.as_str(), newer[0].principal.as_str()),
+            ("call_2", "bob")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_state_is_taken_once() {
+        let (store, _dir) = store().await;
+        let later = chrono::Utc::now().timestamp_millis() + 60_000;
+        store.put_request_state("h1", "b1", later).await.unwrap();
+        assert_eq!(
+            store.take_request_state("h1").await.unwrap(),
+            Some(("b1".to_owned(), later))
+        );
+        assert_eq!(store.take_request_state("h1").await.unwrap(), None);
+        assert_eq!(store.take_request_state("never").await.unwrap(), None);
+    }
+}
