@@ -213,4 +213,7 @@ print()
 print(f"- toolgate's audit hash ran {s:,.0f} instructions per call in software under valgrind;")
 print("  natively it uses the CPU's SHA extensions, so the last row is nearer the native ratio.")
 PY
-log "table written to $TABLE"
+# Keep the dumps for callgrind_annotate (where the instructions go).
+cp "$TMP"/bare.callgrind.1 "$OUT_DIR/bare.callgrind" 2>/dev/null || true
+cp "$TMP"/toolgate.callgrind.1 "$OUT_DIR/toolgate.callgrind" 2>/dev/null || true
+log "table written to $TABLE; callgrind dumps in $OUT_DIR"

@@ -142,6 +142,10 @@ bench() {
     NOTES+=("$label: server failed to start (see log above)")
     return 0
   fi
+  # Idle RSS: the server's resident memory once it listens and has settled, before any request.
+  sleep 1
+  local idle_kib
+  idle_kib="$(awk '/^VmRSS:/ {print $2}' "/proc/$SERVER_PID/status" 2>/dev/null || echo 0)"
   local load_args=(load --url "http://127.0.0.1:$PORT/mcp" --tool "$tool" --args "$args"
     --concurrency "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" --label "$label")
   log "loading $label: ${CONCURRENCY} sessions, ${WARMUP}s warm-up + ${DURATION}s"
@@ -160,8 +164,9 @@ r = json.loads(sys.argv[1])
 r["peak_rss_kib"] = int(sys.argv[2])
 r["round"] = int(sys.argv[3])
 r["server_banner"] = sys.argv[4]
-print(json.dumps(r))' "$line" "$rss_kib" "$ROUND" "$(head -n 1 "$TMP/$name.log")" >>"$RESULTS"
-  log "$label: $line, peak RSS ${rss_kib} KiB"
+r["idle_rss_kib"] = int(sys.argv[5] or 0)
+print(json.dumps(r))' "$line" "$rss_kib" "$ROUND" "$(head -n 1 "$TMP/$name.log")" "${idle_kib:-0}" >>"$RESULTS"
+  log "$label: $line, idle RSS ${idle_kib} KiB, peak RSS ${rss_kib} KiB"
 }
 
 # --- the runs ------------------------------------------------------------------
@@ -204,6 +209,7 @@ for label, group in by.items():
     for key in ("rps", "p50_ms", "p99_ms"):
         row[key] = median(r[key] for r in group)
     row["peak_rss_kib"] = max(r["peak_rss_kib"] for r in group)
+    row["idle_rss_kib"] = max(r.get("idle_rss_kib", 0) for r in group)
     row["errors"] = sum(r["errors"] for r in group)
     row["all_rps"] = [r["rps"] for r in group]
     rows.append(row)
@@ -224,17 +230,35 @@ print()
 print("Machine: $(nproc) CPU(s), $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1); "
       "pinning: $PIN_NOTE; Python SDK mcp $MCP_PY_VERSION.")
 print()
-print("| server | tool | req/s | p50 ms | p99 ms | peak RSS MiB | errors | req/s vs bare rmcp | req/s vs FastMCP |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| server | tool | req/s | p50 ms | p99 ms | idle RSS MiB | peak RSS MiB | errors | req/s vs bare rmcp | req/s vs FastMCP |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     print(f"| {r['label']} | \`{r['tool']}\` | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
-          f"| {r['peak_rss_kib'] / 1024:.1f} | {r['errors']} "
+          f"| {r['idle_rss_kib'] / 1024:.1f} | {r['peak_rss_kib'] / 1024:.1f} | {r['errors']} "
           f"| {fmt_ratio(ratio(r['label'], 'bare rmcp'))} | {fmt_ratio(ratio(r['label'], 'FastMCP'))} |")
 print()
 tg_bare, tg_fast = ratio("toolgate", "bare rmcp"), ratio("toolgate", "FastMCP")
-if tg_bare is not None:
-    verdict = "meets" if tg_bare >= 0.9 else "MISSES"
-    print(f"- toolgate / bare rmcp throughput: {tg_bare:.2f} ({verdict} the ≥ 0.90 target)")
+
+# Issue 24's targets, each against bare rmcp measured in the same run (medians of the rounds;
+# peak RSS the largest of the rounds, idle RSS of toolgate absolute).
+def target(name, value, limit, ok, unit=""):
+    verdict = "PASS" if ok else "MISS"
+    print(f"- {verdict} {name}: {value}{unit} (target {limit})")
+
+if "toolgate" in by:
+    tg = by["toolgate"]
+    target("toolgate idle RSS", f"{tg['idle_rss_kib'] / 1024:.1f}", "≤ 20 MiB",
+           tg["idle_rss_kib"] <= 20 * 1024, " MiB")
+if "toolgate" in by and "bare rmcp" in by:
+    tg, bare = by["toolgate"], by["bare rmcp"]
+    if tg_bare is not None:
+        target("throughput toolgate / bare rmcp", f"{tg_bare:.2f}", "≥ 0.80×", tg_bare >= 0.80, "×")
+    if bare["p99_ms"] > 0:
+        p99 = tg["p99_ms"] / bare["p99_ms"]
+        target("p99 toolgate / bare rmcp", f"{p99:.2f}", "≤ 2×", p99 <= 2.0, "×")
+    if bare["peak_rss_kib"] > 0:
+        rss = tg["peak_rss_kib"] / bare["peak_rss_kib"]
+        target("peak RSS toolgate / bare rmcp", f"{rss:.2f}", "≤ 3×", rss <= 3.0, "×")
 if tg_fast is not None:
     verdict = "meets" if tg_fast >= 10 else "MISSES"
     print(f"- toolgate / FastMCP throughput: {tg_fast:.1f} ({verdict} the ≥ 10× target)")

@@ -33,6 +33,9 @@ use crate::cli::{Cli, Command, ToolsCommand};
 
 // mimalloc rather than glibc's malloc: serving MCP allocates and frees many small buffers per
 // call (JSON, headers, envelopes), and glibc's malloc was ~17% of the server's CPU under load.
+// The `system-alloc` feature keeps the system's malloc, so heap profilers that intercept it
+// (heaptrack, valgrind's massif and DHAT) see every allocation.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
