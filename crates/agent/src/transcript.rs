@@ -168,6 +168,16 @@ impl End {
                  model kept calling it: see the errors above, fix the tool or its input, or \
                  rephrase the prompt"
             ),
+            Exhausted::AttemptsInFlight {
+                tool,
+                failed,
+                in_flight,
+                max,
+            } => format!(
+                "tool {tool} failed {failed} times in this run and {in_flight} more calls of it \
+                 were still running (max_attempts_per_tool {max}); wait for them, fix the tool or \
+                 its input, or rephrase the prompt"
+            ),
             Exhausted::OutputBytes { used, max } => format!(
                 "the tools returned {used} bytes of their {max} (max_output_bytes); ask for less"
             ),
