@@ -236,7 +236,8 @@ impl Store {
         })
     }
 
-    /// The run `id` with its failures per tool, or `None`.
+    /// The run `id` with its failures per tool (the tools that failed at least once: admitting a
+    /// call creates its tool's row with none), or `None`.
     ///
     /// # Errors
     ///
@@ -250,7 +251,7 @@ impl Store {
                 .await
                 .map_err(StoreError::db("reading a run"))?;
             let failures = sqlx::query_as(
-                "SELECT tool, failures FROM run_tools WHERE run_id = $1 ORDER BY tool",
+                "SELECT tool, failures FROM run_tools WHERE run_id = $1 AND failures > 0 ORDER BY tool",
             )
             .bind(&key)
             .fetch_all(p)
@@ -290,7 +291,7 @@ impl Store {
             .await
             .map_err(StoreError::db("listing runs"))?;
             let failures = sqlx::query_as(
-                "SELECT run_id, tool, failures FROM run_tools WHERE run_id IN \
+                "SELECT run_id, tool, failures FROM run_tools WHERE failures > 0 AND run_id IN \
                  (SELECT id FROM runs WHERE ($1 IS NULL OR principal = $1) ORDER BY id DESC LIMIT $2) \
                  ORDER BY run_id, tool",
             )
