@@ -603,7 +603,7 @@ pub enum AgentCommand {
     /// The model is openai:NAME (Chat Completions: OpenAI, or vLLM, llama.cpp's server, Ollama,
     /// LiteLLM with --base-url) or anthropic:NAME (Messages). The key comes from OPENAI_API_KEY
     /// or ANTHROPIC_API_KEY and is never printed or logged. The run's budget is the principal's
-    /// ([budget] and [principals.NAME.budget] in the config); --max-turns, --max-tool-calls and
+    /// (`[budget]` and `[principals.NAME.budget]` in the config); --max-turns, --max-tool-calls and
     /// --timeout-ms tighten it, never loosen it. A tool that fails is reported back to the model
     /// so it can correct its arguments; after max_attempts_per_tool failures of one tool (3 by
     /// default) the loop stops. A tool that needs confirmation asks on the terminal (only `y` or
@@ -629,8 +629,8 @@ pub struct AgentRunArgs {
     /// The model: openai:NAME (Chat Completions) or anthropic:NAME (Messages).
     #[arg(long, value_name = "PROVIDER:NAME")]
     pub model: String,
-    /// The API's base URL [default: https://api.openai.com/v1 or https://api.anthropic.com/v1];
-    /// for example http://127.0.0.1:11434/v1 (Ollama) or http://127.0.0.1:8000/v1 (vLLM).
+    /// The API's base URL (default `https://api.openai.com/v1` or `https://api.anthropic.com/v1`);
+    /// for example `http://127.0.0.1:11434/v1` (Ollama) or `http://127.0.0.1:8000/v1` (vLLM).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// The task for the model.
