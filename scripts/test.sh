@@ -171,7 +171,14 @@ step "example: the product context tools (factory pattern over SQLite)"
 cargo run --quiet -p toolgate-examples --example product_context >/dev/null
 
 step "benchmarks compile and run once (cargo bench -- --test)"
-cargo bench --quiet --workspace -- --test >/dev/null
+# Quiet when it passes; a failing test's output is shown (libtest prints it on stdout).
+bench_log="$(mktemp)"
+if ! cargo bench --quiet --workspace -- --test >"$bench_log" 2>&1; then
+  cat "$bench_log" >&2
+  rm -f "$bench_log"
+  exit 1
+fi
+rm -f "$bench_log"
 
 echo
 echo "All checks passed."
