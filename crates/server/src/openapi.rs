@@ -100,6 +100,41 @@ const DEFINITION_KEYS: [&str; 29] = [
     "run",
 ];
 
+/// The definition keys whose value may be `null`, read as absent (core's optional single
+/// values); lists, maps, `name` and `description` refuse `null`.
+const NULLABLE_DEFINITION_KEYS: [&str; 19] = [
+    "title",
+    "category",
+    "effect",
+    "consequence",
+    "consequenceLevel",
+    "requires_confirmation",
+    "requiresConfirmation",
+    "safety_level",
+    "safetyLevel",
+    "tasks",
+    "taskSupport",
+    "input_schema",
+    "inputSchema",
+    "output_schema",
+    "outputSchema",
+    "constraints",
+    "version",
+    "idempotent",
+    "run",
+];
+
+/// `schema`, or `null`: an enum gains `null` among its values, a typed schema `"null"` among
+/// its types.
+fn or_null(mut schema: Value) -> Value {
+    if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut) {
+        values.push(Value::Null);
+    } else if let Some(ty) = schema.get("type").and_then(Value::as_str) {
+        schema["type"] = json!([ty, "null"]);
+    }
+    schema
+}
+
 fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
 }
@@ -377,11 +412,16 @@ fn definition_schema() -> Value {
             | "dependsOn" => strings.clone(),
             _ => json!({ "type": "object" }),
         };
+        let schema = if NULLABLE_DEFINITION_KEYS.contains(&key) {
+            or_null(schema)
+        } else {
+            schema
+        };
         properties.insert(key.to_owned(), schema);
     }
     json!({
         "type": "object", "required": ["name", "description"], "additionalProperties": false,
-        "description": "A tool definition as in definition files (docs/tool-model.md#definition-fields); snake_case keys, camelCase aliases accepted",
+        "description": "A tool definition as in definition files (docs/tool-model.md#definition-fields); snake_case keys, camelCase aliases accepted; an optional single value (category, effect, tasks, constraints, run, ...) may be null, which is the same as leaving it out",
         "properties": properties
     })
 }

@@ -375,6 +375,16 @@ async fn the_document_states_formats_patterns_and_unknown_fields() {
                 .is_some_and(|e| e.to_string().contains("unknown field")),
             "{key}: {parsed:?}"
         );
+        // `null` is allowed by the document exactly where core reads it as absent: a server
+        // that took a null the document forbids fails schemathesis (ST201), and the reverse
+        // would send clients a 422 the document did not announce.
+        let property = jsonschema::draft202012::new(&schemas["Definition"]["properties"][key])
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+        assert_eq!(
+            property.is_valid(&Value::Null),
+            parsed.is_ok(),
+            "{key}: the document and core disagree on null ({parsed:?})"
+        );
     }
     // /mcp is not a REST route: its contract is the MCP specification.
     assert!(doc["paths"].get("/mcp").is_none());
