@@ -309,6 +309,10 @@ mod tests {
         let task = super::start(&one, &caller, CallRequest::new("long", json!({}))).unwrap();
         let id = task.task.task_id.clone();
         let call = toolgate_core::CallId::parse(&id).unwrap();
+        // A cancel names the task, not another principal's run: it is ignored while it runs.
+        assert!(!one.task_runs.cancel_here(call, "someone-else"));
+        let read = super::get(&one, &caller, &id, call).await.unwrap();
+        assert_eq!(read.task.status(), rmcp::model::TaskStatus::Working);
         // What tasks/cancel on the other instance does for a call running elsewhere (the
         // cluster test, scripts/cluster.py, sends the real tasks/cancel over PostgreSQL).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -323,8 +327,16 @@ mod tests {
             assert!(tokio::time::Instant::now() < deadline, "{read:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // A cancel request names the task, not another principal's run: it is ignored there.
-        assert!(!one.task_runs.cancel_here(call, "someone-else"));
+        // It ran on the first instance only, and was cancelled there as a client's cancel (its
+        // audit record says so).
+        assert!(two.task_runs.run(call).is_none());
+        let audit = one.store().audit_call(call).await.unwrap().unwrap();
+        let finished = audit.finished.unwrap();
+        assert_eq!(
+            finished.cancelled_by.as_deref(),
+            Some("client"),
+            "{finished:?}"
+        );
         shutdown.cancel();
     }
 }
