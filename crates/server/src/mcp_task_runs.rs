@@ -275,7 +275,9 @@ mod tests {
     use crate::auth::Caller;
     use crate::{Gateway, GatewayOptions};
 
-    async fn instance(path: &std::path::Path) -> Arc<Gateway> {
+    /// An instance on the database at `path` whose tool `long` (it changes things, so its
+    /// start is in the audit log before it runs) notifies `started` and waits until cancelled.
+    async fn instance(path: &std::path::Path, started: Arc<tokio::sync::Notify>) -> Arc<Gateway> {
         let store = toolgate_store::Store::open(
             &toolgate_store::DbUrl::Sqlite(path.to_owned()),
             &toolgate_store::StoreOptions::default(),
@@ -284,10 +286,14 @@ mod tests {
         .unwrap();
         let tool = ToolBuilder::new("long", "Waits until cancelled; for tests.")
             .tasks(TaskSupport::Optional)
-            .handler(|_, ctx| async move {
-                tokio::select! {
-                    () = ctx.cancellation().cancelled() => Err(ToolError::cancelled()),
-                    () = tokio::time::sleep(Duration::from_secs(60)) => Ok(json!({ "slept": true })),
+            .effect(toolgate_core::Effect::SideEffect)
+            .handler(move |_, ctx| {
+                started.notify_one();
+                async move {
+                    tokio::select! {
+                        () = ctx.cancellation().cancelled() => Err(ToolError::cancelled()),
+                        () = tokio::time::sleep(Duration::from_secs(60)) => Ok(json!({ "slept": true })),
+                    }
                 }
             });
         let registry = Arc::new(toolgate_core::Registry::new());
@@ -299,7 +305,9 @@ mod tests {
     async fn a_cancel_sent_to_another_instance_reaches_the_run() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
-        let (one, two) = (instance(&path).await, instance(&path).await);
+        let started = Arc::new(tokio::sync::Notify::new());
+        let one = instance(&path, Arc::clone(&started)).await;
+        let two = instance(&path, Arc::new(tokio::sync::Notify::new())).await;
         let shutdown = toolgate_core::CancellationToken::new();
         tokio::spawn(crate::mcp_tasks::follow_cancels(
             Arc::clone(&one),
@@ -309,12 +317,18 @@ mod tests {
         let task = super::start(&one, &caller, CallRequest::new("long", json!({}))).unwrap();
         let id = task.task.task_id.clone();
         let call = toolgate_core::CallId::parse(&id).unwrap();
-        // What tasks/cancel on the other instance does for a call running elsewhere (the
-        // cluster test, scripts/cluster.py, sends the real tasks/cancel over PostgreSQL).
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        crate::mcp_tasks::request_elsewhere(&two, &caller, &id)
+        tokio::time::timeout(Duration::from_secs(10), started.notified())
             .await
-            .unwrap();
+            .expect("the call starts");
+        // A cancel names the task, not another principal's run: it is ignored while it runs.
+        assert!(!one.task_runs.cancel_here(call, "someone-else"));
+        let read = super::get(&one, &caller, &id, call).await.unwrap();
+        assert_eq!(read.task.status(), rmcp::model::TaskStatus::Working);
+        // tasks/cancel sent to the other instance: it reads the task as working from the audit
+        // log's start entry and asks through the store (the cluster test, scripts/cluster.py,
+        // sends the real tasks/cancel over PostgreSQL).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        super::cancel(&two, &caller, &id, call).await.unwrap();
         loop {
             let read = super::get(&one, &caller, &id, call).await.unwrap();
             if read.task.status() == rmcp::model::TaskStatus::Cancelled {
@@ -323,8 +337,16 @@ mod tests {
             assert!(tokio::time::Instant::now() < deadline, "{read:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // A cancel request names the task, not another principal's run: it is ignored there.
-        assert!(!one.task_runs.cancel_here(call, "someone-else"));
+        // It ran on the first instance only, and was cancelled there as a client's cancel (its
+        // audit record says so).
+        assert!(two.task_runs.run(call).is_none());
+        let audit = one.store().audit_call(call).await.unwrap().unwrap();
+        let finished = audit.finished.unwrap();
+        assert_eq!(
+            finished.cancelled_by.as_deref(),
+            Some("client"),
+            "{finished:?}"
+        );
         shutdown.cancel();
     }
 }
