@@ -23,7 +23,7 @@ use toolgate_core::ToolSpec;
 use crate::ExportNote;
 use crate::context::{Cx, GEMINI_JSON};
 use crate::error::ExportError;
-use crate::gemini::merge;
+use crate::gemini::merge_all_of;
 use crate::schema::{
     child, constraint_only, describe, drop_dialect, index, is_object_schema, resolve,
     root_object_rule, show,
@@ -350,43 +350,17 @@ impl Walk<'_, '_> {
         path: &str,
     ) -> Result<Map<String, Value>, ExportError> {
         m.shift_remove("allOf");
-        let at = child(path, "allOf");
-        let Value::Array(branches) = all_of else {
-            return Err(self.cx.uses(path, "allOf", "is not a list of schemas"));
-        };
-        for (i, branch) in branches.into_iter().enumerate() {
-            let mut branch = match branch {
-                Value::Object(b) => b,
-                Value::Bool(true) => continue,
-                _ => {
-                    return Err(self.cx.unsupported(
-                        &index(&at, i),
-                        "allOf",
-                        "is not a schema object, which Gemini cannot merge".into(),
-                    ));
-                }
-            };
-            if let Some(Value::String(r)) = branch.shift_remove("$ref") {
-                let target = match resolve(self.root, &r) {
-                    Some(Value::Object(t)) => t.clone(),
-                    _ => return Err(self.cx.unresolved(&index(&at, i), &r)),
-                };
-                let mut target = target;
-                target.extend(branch);
-                branch = target;
-            }
-            merge(&mut m, branch).map_err(|k| {
-                self.cx.uses(
-                    path,
-                    "allOf",
-                    format!("has branches that disagree on `{k}`, and Gemini has no allOf to keep them apart"),
-                )
-            })?;
-        }
-        self.cx.note(
-            &at,
+        let root = self.root;
+        merge_all_of(
+            self.cx,
+            m,
+            all_of,
+            path,
             "Merged the `allOf` branches into one schema (Gemini does not document allOf)",
-        );
-        Ok(m)
+            |cx, r, p| match resolve(root, r) {
+                Some(Value::Object(t)) => Ok(t.clone()),
+                _ => Err(cx.unresolved(p, r)),
+            },
+        )
     }
 }
