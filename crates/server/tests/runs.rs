@@ -284,6 +284,18 @@ async fn calculate(h: &Harness, session: &str, meta: Option<Value>) -> Value {
     message(&reply)["result"].clone()
 }
 
+/// A `tools/call` result refused with `budget_exhausted`, its text naming the budget as `spent`.
+#[track_caller]
+fn assert_budget_exhausted(result: &Value, spent: &str) {
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        result["_meta"]["dev.toolgate/result"]["errorKind"], "budget_exhausted",
+        "{result}"
+    );
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(spent), "{text}");
+}
+
 #[tokio::test]
 async fn an_mcp_session_is_a_run_and_a_call_may_name_another_in_meta() {
     let h = harness().await;
@@ -293,16 +305,7 @@ async fn an_mcp_session_is_a_run_and_a_call_may_name_another_in_meta() {
         assert_eq!(result["isError"], false, "{result}");
     }
     let result = calculate(&h, &session, None).await;
-    assert_eq!(result["isError"], true, "{result}");
-    assert_eq!(
-        result["_meta"]["dev.toolgate/result"]["errorKind"], "budget_exhausted",
-        "{result}"
-    );
-    let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("3 of its 3 tool calls (max_tool_calls)"),
-        "{text}"
-    );
+    assert_budget_exhausted(&result, "3 of its 3 tool calls (max_tool_calls)");
     // The session's run is alice's, listed with its consumption.
     let listed = h.send(Method::GET, "/v1/runs", Some(ALICE), None).await;
     assert_eq!(listed.json["runs"][0]["toolCalls"], 3, "{}", listed.text);
@@ -339,16 +342,7 @@ async fn an_mcp_client_reports_turns_in_meta_and_max_turns_holds() {
     }
     // A third turn: refused without running, the message naming the budget.
     let result = calculate(&h, &session, Some(json!({"toolgate/turn": true}))).await;
-    assert_eq!(result["isError"], true, "{result}");
-    assert_eq!(
-        result["_meta"]["dev.toolgate/result"]["errorKind"], "budget_exhausted",
-        "{result}"
-    );
-    let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("2 of its 2 model turns (max_turns)"),
-        "{text}"
-    );
+    assert_budget_exhausted(&result, "2 of its 2 model turns (max_turns)");
     let listed = h.send(Method::GET, "/v1/runs", Some(ALICE), None).await;
     assert_eq!(listed.json["runs"][0]["turns"], 2, "{}", listed.text);
     assert_eq!(listed.json["runs"][0]["toolCalls"], 4, "{}", listed.text);
