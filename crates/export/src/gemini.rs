@@ -17,7 +17,7 @@ use crate::ExportNote;
 use crate::context::{Cx, GEMINI};
 use crate::error::ExportError;
 use crate::schema::{
-    child, constraint_only, describe, index, literal_types, resolve, show, type_names,
+    child, describe, index, keeps_alternatives, literal_types, resolve, show, type_names,
 };
 
 /// Assertion keywords outside the subset: dropping them widens what the model may send, and
@@ -213,18 +213,15 @@ impl Gemini<'_> {
                     "is combined with `anyOf` in the same schema, and Gemini has only anyOf",
                 ));
             }
-            if branches.iter().all(constraint_only) {
-                self.cx.note(
-                    &at,
-                    format!("Removed `{key}`: its branches only require combinations of properties, which Gemini cannot express; toolgate still enforces it when the tool is called"),
-                );
+            if !keeps_alternatives(
+                &mut self.cx,
+                key,
+                &branches,
+                &at,
+                "Gemini",
+                "Gemini has no oneOf",
+            ) {
                 continue;
-            }
-            if key == "oneOf" {
-                self.cx.note(
-                    &at,
-                    "Exported `oneOf` as `anyOf` (Gemini has no oneOf); toolgate still checks that exactly one alternative matches",
-                );
             }
             alternatives = Some((key, branches));
         }

@@ -25,7 +25,7 @@ use crate::context::{Cx, GEMINI_JSON};
 use crate::error::ExportError;
 use crate::gemini::merge_all_of;
 use crate::schema::{
-    child, constraint_only, describe, drop_dialect, index, is_object_schema, resolve,
+    child, describe, drop_dialect, index, is_object_schema, keeps_alternatives, resolve,
     root_object_rule, show,
 };
 
@@ -202,21 +202,17 @@ impl Walk<'_, '_> {
                             "is combined with `anyOf` in the same schema, and Gemini has only anyOf",
                         ));
                     }
-                    if value
-                        .as_array()
-                        .is_some_and(|bs| bs.iter().all(constraint_only))
+                    if let Some(branches) = value.as_array()
+                        && !keeps_alternatives(
+                            self.cx,
+                            key,
+                            branches,
+                            &at,
+                            "Gemini",
+                            "Gemini documents only anyOf",
+                        )
                     {
-                        self.cx.note(
-                            &at,
-                            format!("Removed `{key}`: its branches only require combinations of properties, which Gemini cannot express; toolgate still enforces it when the tool is called"),
-                        );
                         continue;
-                    }
-                    if key == "oneOf" {
-                        self.cx.note(
-                            &at,
-                            "Exported `oneOf` as `anyOf` (Gemini documents only anyOf); toolgate still checks that exactly one alternative matches",
-                        );
                     }
                     let converted = self.list(value, &at)?;
                     out.insert("anyOf".into(), Value::Array(converted));

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::context::Cx;
 use crate::error::ExportError;
-use crate::schema::{child, constraint_only, describe, index, is_object_schema, resolve, show};
+use crate::schema::{child, describe, index, is_object_schema, keeps_alternatives, resolve, show};
 
 const JSON_TYPES: &[&str] = &[
     "string", "number", "integer", "boolean", "object", "array", "null",
@@ -286,24 +286,9 @@ impl<'a, D: Dialect> Strict<'a, D> {
                 ),
             ));
         }
-        if branches.iter().all(constraint_only) {
-            self.cx.note(
-                &at,
-                format!(
-                    "Removed `{key}`: its branches only require combinations of properties, which {} cannot express; toolgate still enforces it when the tool is called",
-                    D::NAME
-                ),
-            );
+        let why = format!("{} has no oneOf", D::NAME);
+        if !keeps_alternatives(&mut self.cx, key, branches, &at, D::NAME, &why) {
             return Ok(None);
-        }
-        if key == "oneOf" {
-            self.cx.note(
-                &at,
-                format!(
-                    "Exported `oneOf` as `anyOf` ({} has no oneOf); toolgate still checks that exactly one alternative matches",
-                    D::NAME
-                ),
-            );
         }
         let mut converted = Vec::with_capacity(branches.len());
         for (i, branch) in branches.iter().enumerate() {
