@@ -64,20 +64,8 @@ pub async fn run(app: &App, args: &AgentRunArgs) -> anyhow::Result<ExitCode> {
         cancel: CancellationToken::new(),
         cancelled_by: CancelNote::default(),
     };
-    // Ctrl-C notes who cancelled (the audit log keeps it), then cancels: the loop ends with the
-    // run finished; a second Ctrl-C quits at once.
-    let on_interrupt = request.cancel.clone();
-    let note = request.cancelled_by.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("Cancelling… (press Ctrl-C again to quit at once)");
-            note.set("user:cli");
-            on_interrupt.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                exit::now(exit::INTERRUPTED);
-            }
-        }
-    });
+    // Ctrl-C cancels: the loop ends with the run finished; a second Ctrl-C quits at once.
+    exit::cancel_on_ctrl_c(request.cancel.clone(), request.cancelled_by.clone());
     let json = args.json;
     let outcome = toolgate_agent::run(&app.runtime, request, |entry| {
         if !json {

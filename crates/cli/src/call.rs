@@ -31,20 +31,8 @@ pub async fn run(app: &App, args: &CallArgs) -> anyhow::Result<ExitCode> {
         crate::approvals::durable(app)
     };
     let cancel = CancellationToken::new();
-    let on_interrupt = cancel.clone();
-    // Ctrl-C notes who cancelled (the audit log keeps it), then cancels.
-    let note = toolgate_core::CancelNote::default();
-    let cancelled_by = note.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("Cancelling… (press Ctrl-C again to quit at once)");
-            note.set("user:cli");
-            on_interrupt.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                crate::exit::now(crate::exit::INTERRUPTED);
-            }
-        }
-    });
+    let cancelled_by = toolgate_core::CancelNote::default();
+    crate::exit::cancel_on_ctrl_c(cancel.clone(), cancelled_by.clone());
     let mut request = CallRequest::new(args.name.clone(), arguments)
         .principal(principal)
         .cancel_token(cancel)

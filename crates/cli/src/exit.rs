@@ -3,6 +3,8 @@
 
 use std::process::ExitCode;
 
+use toolgate_core::{CancelNote, CancellationToken};
+
 /// Success: a call returned data, every validated file is valid, the output was written (or its
 /// reader closed the pipe early, as `toolgate audit | head -1` does).
 pub const SUCCESS: u8 = 0;
@@ -73,6 +75,22 @@ pub fn code(code: u8) -> ExitCode {
 /// Ends the process at once with `code` (for a second Ctrl-C, which must not wait for anything).
 pub fn now(code: u8) -> ! {
     std::process::exit(i32::from(code))
+}
+
+/// Ctrl-C for a command that runs one cancellable thing (`call`, `agent run`): the first notes
+/// who cancelled (`user:cli`, which the audit log keeps) and cancels `cancel`; a second quits at
+/// once with [`INTERRUPTED`]. Spawns a task that waits for the signals.
+pub fn cancel_on_ctrl_c(cancel: CancellationToken, note: CancelNote) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("Cancelling… (press Ctrl-C again to quit at once)");
+            note.set("user:cli");
+            cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                now(INTERRUPTED);
+            }
+        }
+    });
 }
 
 /// The `Exit codes:` section of `--help`, from [`CODES`].

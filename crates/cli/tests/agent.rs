@@ -4,7 +4,7 @@
 //! is too slow, or calls a tool that needs confirmation. Transcripts are snapshots.
 #![cfg(test)]
 
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,25 +31,28 @@ impl Case {
 
     /// `toolgate agent run` against `model` with `args` after the model flags, no terminal.
     fn agent(&self, api: Api, model: &FakeModel, args: &[&str]) -> Output {
-        let (name, var) = match api {
-            Api::OpenAi => ("openai:fake-gpt", "OPENAI_API_KEY"),
-            Api::Anthropic => ("anthropic:fake-claude", "ANTHROPIC_API_KEY"),
+        self.agent_command(api, model, args).output().unwrap()
+    }
+
+    /// The `toolgate agent run` command of [`Case::agent`], to run as the test needs.
+    fn agent_command(&self, api: Api, model: &FakeModel, args: &[&str]) -> Command {
+        let (name, var, other) = match api {
+            Api::OpenAi => ("openai:fake-gpt", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"),
+            Api::Anthropic => (
+                "anthropic:fake-claude",
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY",
+            ),
         };
         let base = model.base_url();
-        let mut all = vec!["agent", "run", "--model", name, "--base-url", &base];
-        all.extend_from_slice(args);
-        self.toolgate()
-            .command()
-            .args(&all)
+        let mut command = self.toolgate().command();
+        command
+            .args(["agent", "run", "--model", name, "--base-url", &base])
+            .args(args)
             .env(var, KEY)
-            .env_remove(if var == "OPENAI_API_KEY" {
-                "ANTHROPIC_API_KEY"
-            } else {
-                "OPENAI_API_KEY"
-            })
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .env_remove(other)
+            .stdin(Stdio::null());
+        command
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -113,82 +116,69 @@ fn parallel_then_answer() -> Script {
 
 const PROMPT: &str = "What are 17 * 23 and 2^10?";
 
-#[test]
-fn openai_parallel_calls_then_an_answer() {
-    let case = Case::new();
-    let model = FakeModel::start(Api::OpenAi, parallel_then_answer());
-    let out = case.agent(
-        Api::OpenAi,
-        &model,
-        &["--tool", "calculator", "--prompt", PROMPT],
-    );
-    expect(&out, 0);
-    insta::with_settings!({filters => filters()}, {
-        insta::assert_snapshot!("openai_parallel_human", stdout(&out));
-    });
-    // The second request carries both results, each after its call.
-    let requests = model.requests();
-    assert_eq!(requests.len(), 2);
-    let messages = requests[1]["messages"].as_array().unwrap();
-    let tool: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
-    assert_eq!(tool.len(), 2);
-    assert_eq!(tool[0]["tool_call_id"], "call_0_0");
-    assert!(tool[0]["content"].as_str().unwrap().contains("391"));
-    assert!(tool[1]["content"].as_str().unwrap().contains("1024"));
-
-    // --json: the whole exchange.
-    let model = FakeModel::start(Api::OpenAi, parallel_then_answer());
-    let out = case.agent(
-        Api::OpenAi,
-        &model,
-        &["--tool", "calculator", "--prompt", PROMPT, "--json"],
-    );
-    expect(&out, 0);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["end"]["state"], "answer");
-    assert_eq!(v["consumption"]["turns"], 2);
-    assert_eq!(v["consumption"]["toolCalls"], 2);
-    assert_eq!(v["consumption"]["status"], "finished");
-    insta::with_settings!({filters => filters()}, {
-        insta::assert_snapshot!("openai_parallel_json", stdout(&out));
-    });
-    // The run is in the store, with its calls.
-    let run_id = v["runId"].as_str().unwrap();
-    let shown = case.run(&["runs", "show", run_id]);
-    expect(&shown, 0);
-    assert!(stdout(&shown).contains("calculator"), "{}", stdout(&shown));
+/// The prefix of a provider's snapshot names.
+fn provider(api: Api) -> &'static str {
+    match api {
+        Api::OpenAi => "openai",
+        Api::Anthropic => "anthropic",
+    }
 }
 
 #[test]
-fn anthropic_parallel_calls_then_an_answer() {
-    let case = Case::new();
-    let model = FakeModel::start(Api::Anthropic, parallel_then_answer());
-    let out = case.agent(
-        Api::Anthropic,
-        &model,
-        &["--tool", "calculator", "--prompt", PROMPT],
-    );
-    expect(&out, 0);
-    insta::with_settings!({filters => filters()}, {
-        insta::assert_snapshot!("anthropic_parallel_human", stdout(&out));
-    });
-    let requests = model.requests();
-    let results = &requests[1]["messages"][2]["content"];
-    assert_eq!(results[0]["type"], "tool_result");
-    assert_eq!(results[0]["tool_use_id"], "toolu_0_0");
-    assert_eq!(results[1]["tool_use_id"], "toolu_0_1");
-    assert!(results[0].get("is_error").is_none());
+fn parallel_calls_then_an_answer() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let case = Case::new();
+        let model = FakeModel::start(api, parallel_then_answer());
+        let out = case.agent(api, &model, &["--tool", "calculator", "--prompt", PROMPT]);
+        expect(&out, 0);
+        let name = format!("{}_parallel_human", provider(api));
+        insta::with_settings!({filters => filters()}, {
+            insta::assert_snapshot!(name, stdout(&out));
+        });
+        // The second request carries both results, each after its call.
+        let requests = model.requests();
+        assert_eq!(requests.len(), 2);
+        match api {
+            Api::OpenAi => {
+                let messages = requests[1]["messages"].as_array().unwrap();
+                let tool: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+                assert_eq!(tool.len(), 2);
+                assert_eq!(tool[0]["tool_call_id"], "call_0_0");
+                assert!(tool[0]["content"].as_str().unwrap().contains("391"));
+                assert!(tool[1]["content"].as_str().unwrap().contains("1024"));
+            }
+            Api::Anthropic => {
+                let results = &requests[1]["messages"][2]["content"];
+                assert_eq!(results[0]["type"], "tool_result");
+                assert_eq!(results[0]["tool_use_id"], "toolu_0_0");
+                assert_eq!(results[1]["tool_use_id"], "toolu_0_1");
+                assert!(results[0].get("is_error").is_none());
+            }
+        }
 
-    let model = FakeModel::start(Api::Anthropic, parallel_then_answer());
-    let out = case.agent(
-        Api::Anthropic,
-        &model,
-        &["--tool", "calculator", "--prompt", PROMPT, "--json"],
-    );
-    expect(&out, 0);
-    insta::with_settings!({filters => filters()}, {
-        insta::assert_snapshot!("anthropic_parallel_json", stdout(&out));
-    });
+        // --json: the whole exchange.
+        let model = FakeModel::start(api, parallel_then_answer());
+        let out = case.agent(
+            api,
+            &model,
+            &["--tool", "calculator", "--prompt", PROMPT, "--json"],
+        );
+        expect(&out, 0);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["end"]["state"], "answer");
+        assert_eq!(v["consumption"]["turns"], 2);
+        assert_eq!(v["consumption"]["toolCalls"], 2);
+        assert_eq!(v["consumption"]["status"], "finished");
+        let name = format!("{}_parallel_json", provider(api));
+        insta::with_settings!({filters => filters()}, {
+            insta::assert_snapshot!(name, stdout(&out));
+        });
+        // The run is in the store, with its calls.
+        let run_id = v["runId"].as_str().unwrap();
+        let shown = case.run(&["runs", "show", run_id]);
+        expect(&shown, 0);
+        assert!(stdout(&shown).contains("calculator"), "{}", stdout(&shown));
+    }
 }
 
 fn always_failing() -> Script {
@@ -224,10 +214,7 @@ fn a_repeated_failing_call_stops_at_the_third_failure() {
             let result = &requests[1]["messages"][2];
             assert!(result["content"].as_str().unwrap().contains("errorKind"));
         }
-        let name = match api {
-            Api::OpenAi => "openai_failing_human",
-            Api::Anthropic => "anthropic_failing_human",
-        };
+        let name = format!("{}_failing_human", provider(api));
         insta::with_settings!({filters => filters()}, {
             insta::assert_snapshot!(name, text);
         });
@@ -496,22 +483,8 @@ fn ctrl_c_cancels_the_model_request_and_finishes_the_run() {
         Api::OpenAi,
         script(|_, _| Turn::answer("too late").after(Duration::from_secs(20))),
     );
-    let base = model.base_url();
     let child = case
-        .toolgate()
-        .command()
-        .args([
-            "agent",
-            "run",
-            "--model",
-            "openai:x",
-            "--base-url",
-            &base,
-            "--prompt",
-            "hi",
-        ])
-        .env("OPENAI_API_KEY", KEY)
-        .stdin(Stdio::null())
+        .agent_command(Api::OpenAi, &model, &["--prompt", "hi"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -552,25 +525,9 @@ fn ctrl_c_cancels_the_model_request_and_finishes_the_run() {
 fn an_unreachable_model_exits_1() {
     let case = Case::new();
     let model = FakeModel::start(Api::OpenAi, script(|_, _| Turn::answer("hi")));
-    let base = model.base_url();
+    let mut command = case.agent_command(Api::OpenAi, &model, &["--prompt", "hi"]);
     drop(model);
-    let out = case
-        .toolgate()
-        .command()
-        .args([
-            "agent",
-            "run",
-            "--model",
-            "openai:x",
-            "--base-url",
-            &base,
-            "--prompt",
-            "hi",
-        ])
-        .env("OPENAI_API_KEY", KEY)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = command.output().unwrap();
     expect(&out, 1);
     assert!(
         stderr(&out).contains("cannot reach the model"),

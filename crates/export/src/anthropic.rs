@@ -24,10 +24,8 @@ use toolgate_core::ToolSpec;
 use crate::ExportNote;
 use crate::context::{ANTHROPIC, ANTHROPIC_STRICT, Cx};
 use crate::error::ExportError;
-use crate::schema::{
-    child, constraint_only, describe, drop_dialect, index, is_object_schema, resolve,
-    root_object_rule, show, type_names,
-};
+use crate::schema::{child, drop_dialect, index, is_object_schema, root_object_rule, type_names};
+use crate::strict::{Dialect, Strict};
 
 /// Keywords Anthropic rejects at the top level of `input_schema`.
 const ROOT_FORBIDDEN: &[&str] = &["anyOf", "oneOf", "allOf"];
@@ -82,10 +80,6 @@ const STRICT_RELAXED: &[&str] = &[
     "uniqueItems",
     "minProperties",
     "maxProperties",
-];
-
-const JSON_TYPES: &[&str] = &[
-    "string", "number", "integer", "boolean", "object", "array", "null",
 ];
 
 /// Strict tools Anthropic takes in one request.
@@ -198,15 +192,9 @@ pub(crate) fn export_tool(
     let input_schema = if strict {
         drop_dialect(&mut root, "input_schema", &mut cx);
         let root = Value::Object(root);
-        let mut s = Strict {
-            root: &root,
-            cx,
-            inlining: Vec::new(),
-            optional: 0,
-            unions: 0,
-        };
+        let mut s = Strict::new(&root, cx, AnthropicStrict::default());
         let converted = s.node(&root, "input_schema", true)?;
-        s.limits()?;
+        s.dialect.limits(&s.cx)?;
         cx = s.cx;
         converted
     } else {
@@ -264,22 +252,21 @@ fn input_examples(spec: &ToolSpec, root: &mut Map<String, Value>, cx: &mut Cx) -
     kept
 }
 
-struct Strict<'a> {
-    /// The whole schema, for resolving `$ref`s.
-    root: &'a Value,
-    cx: Cx,
-    /// References being inlined or checked, innermost last (to stop on recursion).
-    inlining: Vec<String>,
+/// Anthropic strict tool use: optional properties stay optional (counted, with the properties
+/// of union type, against the per-request limits), references may not recurse, `enum`/`const`
+/// take primitives only, `minItems` only 0 or 1, and `allOf` is kept.
+#[derive(Clone, Default)]
+struct AnthropicStrict {
     /// Optional properties seen.
     optional: usize,
     /// Properties whose schema is a union (`anyOf` or a type list).
     unions: usize,
 }
 
-impl Strict<'_> {
-    fn limits(&self) -> Result<(), ExportError> {
+impl AnthropicStrict {
+    fn limits(&self, cx: &Cx) -> Result<(), ExportError> {
         if self.optional > MAX_OPTIONAL {
-            return Err(self.cx.too_large(
+            return Err(cx.too_large(
                 "optional properties",
                 self.optional,
                 "strict tool use allows (across the strict tools of a request)",
@@ -287,7 +274,7 @@ impl Strict<'_> {
             ));
         }
         if self.unions > MAX_UNIONS {
-            return Err(self.cx.too_large(
+            return Err(cx.too_large(
                 "properties with union types (anyOf or a type list)",
                 self.unions,
                 "strict tool use allows (across the strict tools of a request)",
@@ -296,378 +283,114 @@ impl Strict<'_> {
         }
         Ok(())
     }
+}
 
-    fn node(&mut self, schema: &Value, path: &str, is_root: bool) -> Result<Value, ExportError> {
-        let m = match schema {
-            Value::Object(m) => m,
-            Value::Bool(b) => {
-                return Err(self.cx.unsupported(
-                    path,
-                    "type",
-                    format!(
-                        "is the boolean schema `{b}` (it accepts {}), which strict tool use cannot express; give it a type",
-                        if *b { "anything" } else { "nothing" }
-                    ),
-                ));
-            }
-            other => {
-                return Err(self.cx.unsupported(
-                    path,
-                    "type",
-                    format!("is {} rather than a schema object", show(other)),
-                ));
-            }
-        };
-        if let Some(reference) = m.get("$ref") {
-            return self.reference(m, reference, path, is_root);
-        }
+impl Dialect for AnthropicStrict {
+    const NAME: &'static str = "strict tool use";
+    const KEPT: &'static [&'static str] = &["description", "title"];
+    const FORMATS: &'static [&'static str] = STRICT_FORMATS;
+    const FAIL: &'static [&'static str] = STRICT_FAIL;
+    const RELAXED: &'static [&'static str] = STRICT_RELAXED;
+    const DEFAULT_NOTE: &'static str = "Removed `default` (not part of strict tool use's schema subset) and mentioned it in the description; toolgate applies the default when the argument is absent";
+    const FREE_FORM: &'static str = "every object must set `additionalProperties: false`";
+    const RECURSIVE_REFS: bool = false;
 
-        let mut out = Map::with_capacity(m.len() + 2);
-        let mut hints = Vec::new();
-        for (key, value) in m {
-            let at = child(path, key);
-            match key.as_str() {
-                "type" => {
-                    let valid = match value {
-                        Value::String(t) => JSON_TYPES.contains(&t.as_str()),
-                        Value::Array(ts) => ts
-                            .iter()
-                            .all(|t| t.as_str().is_some_and(|t| JSON_TYPES.contains(&t))),
-                        _ => false,
-                    };
-                    if !valid {
-                        return Err(self.cx.uses(
-                            path,
-                            "type",
-                            format!("is {}, not a JSON Schema type name", show(value)),
-                        ));
-                    }
-                    out.insert(key.clone(), value.clone());
-                }
-                "description" | "title" => {
-                    out.insert(key.clone(), value.clone());
-                }
-                "enum" | "const" => {
-                    let values: Vec<&Value> = match value {
-                        Value::Array(vs) if key == "enum" => vs.iter().collect(),
-                        v => vec![v],
-                    };
-                    if values.iter().any(|v| v.is_array() || v.is_object()) {
-                        return Err(self.cx.uses(
-                            path,
-                            key,
-                            "has arrays or objects among its values, and strict tool use takes only strings, numbers, booleans and null there",
-                        ));
-                    }
-                    out.insert(key.clone(), value.clone());
-                }
-                "format" => {
-                    if value.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f)) {
-                        out.insert(key.clone(), value.clone());
-                    } else {
-                        self.cx.note(
-                            &at,
-                            format!(
-                                "Removed `format: {}`: strict tool use supports only {}; toolgate still checks the format when the tool is called",
-                                show(value),
-                                STRICT_FORMATS.join(", ")
-                            ),
-                        );
-                    }
-                }
-                "minItems" => {
-                    if matches!(value.as_u64(), Some(0 | 1)) {
-                        out.insert(key.clone(), value.clone());
-                    } else {
-                        self.cx.note(
-                            &at,
-                            "Removed `minItems` (strict tool use takes only 0 or 1); toolgate still enforces it when the tool is called",
-                        );
-                    }
-                }
-                // Rebuilt below for object schemas.
-                "properties" | "required" | "additionalProperties" => {}
-                "items" => {
-                    if value.is_array() {
-                        return Err(self.cx.uses(
-                            path,
-                            "items",
-                            "is a list of schemas (a tuple), which strict tool use does not support",
-                        ));
-                    }
-                    let items = self.node(value, &at, false)?;
-                    out.insert(key.clone(), items);
-                }
-                "anyOf" | "oneOf" => {
-                    if let Some(branches) = self.alternatives(m, key, value, path)? {
-                        out.insert("anyOf".into(), Value::Array(branches));
-                    }
-                }
-                "allOf" => {
-                    let Value::Array(branches) = value else {
-                        return Err(self.cx.uses(path, key, "is not a list of schemas"));
-                    };
-                    let mut converted = Vec::with_capacity(branches.len());
-                    for (i, branch) in branches.iter().enumerate() {
-                        let p = index(&at, i);
-                        if branch.get("$ref").is_some() {
-                            return Err(self.cx.uses(
-                                &p,
-                                "$ref",
-                                "is inside `allOf`, which strict tool use does not support; inline the referenced schema",
-                            ));
-                        }
-                        converted.push(self.node(branch, &p, false)?);
-                    }
-                    out.insert(key.clone(), Value::Array(converted));
-                }
-                "$defs" | "definitions" => {
-                    let Value::Object(defs) = value else {
-                        return Err(self.cx.uses(path, key, "is not an object of schemas"));
-                    };
-                    let mut converted = Map::with_capacity(defs.len());
-                    for (name, def) in defs {
-                        let p = child(&at, name);
-                        let reference = format!("#/{key}/{name}");
-                        self.inlining.push(reference);
-                        let def = self.node(def, &p, false);
-                        self.inlining.pop();
-                        converted.insert(name.clone(), def?);
-                    }
-                    out.insert(key.clone(), Value::Object(converted));
-                }
-                "default" => {
-                    hints.push(format!("Default: {}.", show(value)));
-                    self.cx.note(
-                        &at,
-                        "Removed `default` (not part of strict tool use's schema subset) and mentioned it in the description; toolgate applies the default when the argument is absent",
-                    );
-                }
-                k if STRICT_FAIL.contains(&k) => {
-                    return Err(self.cx.uses(path, k, "strict tool use does not support"));
-                }
-                k if STRICT_RELAXED.contains(&k) => {
-                    self.cx.note(
-                        &at,
-                        format!(
-                            "Removed `{k}` (strict tool use does not support it); toolgate still enforces it when the tool is called"
-                        ),
-                    );
-                }
-                k => {
-                    self.cx.note(
-                        &at,
-                        format!("Removed `{k}`: it is not part of strict tool use's schema subset"),
-                    );
-                }
-            }
-        }
-
-        if is_object_schema(m) {
-            self.object(m, path, is_root, &mut out)?;
-        } else {
-            for key in ["properties", "required", "additionalProperties"] {
-                if m.contains_key(key) {
-                    self.cx.note(
-                        &child(path, key),
-                        format!(
-                            "Removed `{key}`: it has no effect on a schema that is not an object"
-                        ),
-                    );
-                }
-            }
-        }
-        if !["type", "anyOf", "allOf", "enum", "const"]
-            .iter()
-            .any(|k| out.contains_key(*k))
-        {
-            return Err(self.cx.unsupported(
-                path,
-                "type",
-                "has no `type`, so it accepts any JSON value, which strict tool use cannot express; give it a type".into(),
-            ));
-        }
-        for hint in hints {
-            describe(&mut out, &hint);
-        }
-        Ok(Value::Object(out))
-    }
-
-    /// `anyOf` as is, `oneOf` as `anyOf` (with a note); `None` when the branches only constrain
-    /// property combinations and were dropped.
-    fn alternatives(
-        &mut self,
-        m: &Map<String, Value>,
+    fn keyword(
+        s: &mut Strict<'_, Self>,
         key: &str,
         value: &Value,
         path: &str,
-    ) -> Result<Option<Vec<Value>>, ExportError> {
+        out: &mut Map<String, Value>,
+    ) -> Result<bool, ExportError> {
         let at = child(path, key);
-        let Value::Array(branches) = value else {
-            return Err(self.cx.uses(path, key, "is not a list of schemas"));
-        };
-        if key == "oneOf" && m.contains_key("anyOf") {
-            return Err(self.cx.uses(
-                path,
-                "oneOf",
-                "is combined with `anyOf` in the same schema, and strict tool use has only `anyOf`",
-            ));
+        match key {
+            "enum" | "const" => {
+                let values: Vec<&Value> = match value {
+                    Value::Array(vs) if key == "enum" => vs.iter().collect(),
+                    v => vec![v],
+                };
+                if values.iter().any(|v| v.is_array() || v.is_object()) {
+                    return Err(s.cx.uses(
+                        path,
+                        key,
+                        "has arrays or objects among its values, and strict tool use takes only strings, numbers, booleans and null there",
+                    ));
+                }
+                out.insert(key.to_owned(), value.clone());
+            }
+            "minItems" => {
+                if matches!(value.as_u64(), Some(0 | 1)) {
+                    out.insert(key.to_owned(), value.clone());
+                } else {
+                    s.cx.note(
+                        &at,
+                        "Removed `minItems` (strict tool use takes only 0 or 1); toolgate still enforces it when the tool is called",
+                    );
+                }
+            }
+            "allOf" => {
+                let Value::Array(branches) = value else {
+                    return Err(s.cx.uses(path, key, "is not a list of schemas"));
+                };
+                let mut converted = Vec::with_capacity(branches.len());
+                for (i, branch) in branches.iter().enumerate() {
+                    let p = index(&at, i);
+                    if branch.get("$ref").is_some() {
+                        return Err(s.cx.uses(
+                            &p,
+                            "$ref",
+                            "is inside `allOf`, which strict tool use does not support; inline the referenced schema",
+                        ));
+                    }
+                    converted.push(s.node(branch, &p, false)?);
+                }
+                out.insert(key.to_owned(), Value::Array(converted));
+            }
+            _ => return Ok(false),
         }
-        if branches.iter().all(constraint_only) {
-            self.cx.note(
-                &at,
-                format!(
-                    "Removed `{key}`: its branches only require combinations of properties, which strict tool use cannot express; toolgate still enforces it when the tool is called"
-                ),
-            );
-            return Ok(None);
-        }
-        if key == "oneOf" {
-            self.cx.note(
-                &at,
-                "Exported `oneOf` as `anyOf` (strict tool use has no oneOf); toolgate still checks that exactly one alternative matches",
-            );
-        }
-        let mut converted = Vec::with_capacity(branches.len());
-        for (i, branch) in branches.iter().enumerate() {
-            converted.push(self.node(branch, &index(&at, i), false)?);
-        }
-        Ok(Some(converted))
+        Ok(true)
     }
 
-    /// Strict tool use wants every object closed; optional properties stay optional.
-    fn object(
-        &mut self,
-        m: &Map<String, Value>,
-        path: &str,
-        is_root: bool,
-        out: &mut Map<String, Value>,
-    ) -> Result<(), ExportError> {
-        let empty = Map::new();
-        let properties = match m.get("properties") {
-            None => &empty,
-            Some(Value::Object(p)) => p,
-            Some(_) => {
-                return Err(self
-                    .cx
-                    .uses(path, "properties", "is not an object of schemas"));
-            }
-        };
-        let declared: Vec<&str> = m
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let additional = m.get("additionalProperties");
-        let closed = additional == Some(&Value::Bool(false));
-        if properties.is_empty() && !closed {
-            if is_root {
-                self.cx.note(
-                    path,
-                    "The schema declares no properties; exported as a tool that takes no arguments",
-                );
-            } else {
-                return Err(self.cx.unsupported(
-                    path,
-                    "additionalProperties",
-                    "is an object without declared properties (free-form), which strict tool use cannot express because every object must set `additionalProperties: false`; declare its properties".into(),
-                ));
-            }
-        } else if additional.is_some() && !closed {
-            self.cx.note(
-                &child(path, "additionalProperties"),
-                "Set to false (strict tool use requires it): the model can send only the declared properties",
-            );
+    fn property(&mut self, property: Value, optional: bool) -> Value {
+        if optional {
+            self.optional += 1;
         }
+        if property
+            .as_object()
+            .is_some_and(|p| p.contains_key("anyOf") || type_names(p).len() > 1)
+        {
+            self.unions += 1;
+        }
+        property
+    }
 
-        let props_path = child(path, "properties");
-        let mut converted = Map::with_capacity(properties.len());
-        for (name, schema) in properties {
-            let property = self.node(schema, &child(&props_path, name), false)?;
-            if !declared.contains(&name.as_str()) {
-                self.optional += 1;
-            }
-            if property
-                .as_object()
-                .is_some_and(|p| p.contains_key("anyOf") || type_names(p).len() > 1)
-            {
-                self.unions += 1;
-            }
-            converted.insert(name.clone(), property);
-        }
+    /// Optional properties stay optional: `required` keeps the declared ones.
+    fn required(
+        cx: &mut Cx,
+        path: &str,
+        declared: &[&str],
+        converted: &Map<String, Value>,
+        _: &[&str],
+    ) -> Option<Value> {
         let mut required = Vec::with_capacity(declared.len());
         for name in declared {
-            if converted.contains_key(name) {
+            if converted.contains_key(*name) {
                 required.push(json!(name));
             } else {
-                self.cx.note(
+                cx.note(
                     &child(path, "required"),
                     format!("Dropped {name:?} from `required`: it is not a declared property, and strict tool use allows only declared ones"),
                 );
             }
         }
+        (!required.is_empty()).then_some(Value::Array(required))
+    }
 
-        if !out.contains_key("type") {
-            out.insert("type".into(), json!("object"));
-        }
-        out.insert("properties".into(), Value::Object(converted));
-        if !required.is_empty() {
-            out.insert("required".into(), Value::Array(required));
-        }
-        out.insert("additionalProperties".into(), Value::Bool(false));
+    fn finish(_: &Cx, _: &str, _: &mut Map<String, Value>) -> Result<(), ExportError> {
         Ok(())
     }
 
-    /// A `$ref` alone stays a reference once its target is known not to lead back to it; a
-    /// `$ref` with sibling keywords is inlined.
-    fn reference(
-        &mut self,
-        m: &Map<String, Value>,
-        reference: &Value,
-        path: &str,
-        is_root: bool,
-    ) -> Result<Value, ExportError> {
-        let Some(r) = reference.as_str() else {
-            return Err(self.cx.uses(path, "$ref", "is not a string"));
-        };
-        let target = resolve(self.root, r).ok_or_else(|| self.cx.unresolved(path, r))?;
-        if self.inlining.iter().any(|x| x == r) {
-            return Err(self.cx.recursive(path, r));
-        }
-        if m.len() == 1 {
-            // Walk the target only to find recursion and what strict tool use cannot express;
-            // its converted form is written once, under `$defs`.
-            let notes = self.cx.notes.len();
-            let (optional, unions) = (self.optional, self.unions);
-            self.inlining.push(r.to_owned());
-            let checked = self.node(target, path, false);
-            self.inlining.pop();
-            self.cx.notes.truncate(notes);
-            (self.optional, self.unions) = (optional, unions);
-            checked?;
-            return Ok(json!({ "$ref": r }));
-        }
-        let mut merged = match target {
-            Value::Object(t) => t.clone(),
-            Value::Bool(true) => Map::new(),
-            _ => {
-                return Err(self.cx.uses(
-                    path,
-                    "$ref",
-                    format!("points to {r}, which is not a schema object"),
-                ));
-            }
-        };
-        for (k, v) in m.iter().filter(|(k, _)| k.as_str() != "$ref") {
-            merged.insert(k.clone(), v.clone());
-        }
-        self.cx.note(
-            &child(path, "$ref"),
-            format!("Inlined {r} here, with the keywords next to the reference"),
-        );
-        self.inlining.push(r.to_owned());
-        let out = self.node(&Value::Object(merged), path, is_root);
-        self.inlining.pop();
-        out
+    fn inlined_note(reference: &str) -> String {
+        format!("Inlined {reference} here, with the keywords next to the reference")
     }
 }

@@ -11,11 +11,11 @@
 //! block saying what was left out. A result without blocks stays one string.
 
 use serde_json::{Value, json};
-use toolgate_core::Content;
+use toolgate_core::EmbeddedResource;
 
 use crate::calls::{
-    CallsError, Reader, ToolCall, ToolOutcome, data_text_beside, left_out_note, link_text,
-    model_blocks, required_id, result_text,
+    BlockWriter, CallsError, Reader, ToolCall, ToolOutcome, blocks_or_text, left_out_note,
+    required_id,
 };
 
 const MESSAGES: &str = "Anthropic Messages";
@@ -65,66 +65,62 @@ const IMAGES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"]
 
 /// A `tool_result`'s `content`: the result's text, or, with attached blocks, a list of blocks.
 fn content(outcome: &ToolOutcome) -> Value {
-    let blocks = model_blocks(&outcome.result);
-    if blocks.is_empty() {
-        return Value::String(result_text(&outcome.result));
+    blocks_or_text(outcome, &mut MessagesBlocks)
+}
+
+/// Blocks as a `tool_result` takes them.
+struct MessagesBlocks;
+
+fn base64(kind: &str, mime: &str, data: &str) -> Value {
+    json!({ "type": kind, "source": { "type": "base64", "media_type": mime, "data": data } })
+}
+
+impl BlockWriter for MessagesBlocks {
+    fn text(&mut self, text: String) -> Value {
+        json!({ "type": "text", "text": text })
     }
-    let text = |t: String| json!({ "type": "text", "text": t });
-    let base64 = |kind: &str, mime: &str, data: &str| json!({ "type": kind, "source": { "type": "base64", "media_type": mime, "data": data } });
-    let mut out: Vec<Value> = data_text_beside(&outcome.result, &blocks)
-        .into_iter()
-        .map(text)
-        .collect();
-    for block in blocks {
-        out.push(match block {
-            Content::Text { text: t, .. } => text(t.clone()),
-            Content::Image {
-                data, mime_type, ..
-            } if IMAGES.contains(&mime_type.as_str()) => base64("image", mime_type, data),
-            Content::Image {
-                data, mime_type, ..
-            } => text(left_out_note(
+
+    fn image(&mut self, mime: &str, data: &str) -> Value {
+        if IMAGES.contains(&mime) {
+            base64("image", mime, data)
+        } else {
+            self.text(left_out_note(
                 "an image",
-                mime_type,
+                mime,
                 data,
                 "Anthropic takes JPEG, PNG, GIF and WebP images",
-            )),
-            Content::Audio {
-                data, mime_type, ..
-            } => text(left_out_note(
-                "a sound",
-                mime_type,
-                data,
-                "an Anthropic tool_result takes text, images and documents only",
-            )),
-            Content::Resource { resource, .. } => {
-                let mime = resource.mime_type.as_deref();
-                match (&resource.text, &resource.blob) {
-                    (Some(t), _) => json!({
-                        "type": "document",
-                        "source": { "type": "text", "media_type": "text/plain", "data": t },
-                        "title": resource.uri,
-                    }),
-                    (None, Some(blob)) if mime == Some("application/pdf") => {
-                        let mut doc = base64("document", "application/pdf", blob);
-                        doc["title"] = Value::String(resource.uri.clone());
-                        doc
-                    }
-                    (None, blob) => text(left_out_note(
-                        &format!("the resource {}", resource.uri),
-                        mime.unwrap_or("application/octet-stream"),
-                        blob.as_deref().unwrap_or_default(),
-                        "Anthropic documents are PDF or text",
-                    )),
-                }
-            }
-            Content::ResourceLink {
-                uri,
-                name,
-                description,
-                ..
-            } => text(link_text(uri, name, description.as_deref())),
-        });
+            ))
+        }
     }
-    Value::Array(out)
+
+    fn audio(&mut self, mime: &str, data: &str) -> Value {
+        self.text(left_out_note(
+            "a sound",
+            mime,
+            data,
+            "an Anthropic tool_result takes text, images and documents only",
+        ))
+    }
+
+    fn resource(&mut self, resource: &EmbeddedResource) -> Value {
+        let mime = resource.mime_type.as_deref();
+        match (&resource.text, &resource.blob) {
+            (Some(t), _) => json!({
+                "type": "document",
+                "source": { "type": "text", "media_type": "text/plain", "data": t },
+                "title": resource.uri,
+            }),
+            (None, Some(blob)) if mime == Some("application/pdf") => {
+                let mut doc = base64("document", "application/pdf", blob);
+                doc["title"] = Value::String(resource.uri.clone());
+                doc
+            }
+            (None, blob) => self.text(left_out_note(
+                &format!("the resource {}", resource.uri),
+                mime.unwrap_or("application/octet-stream"),
+                blob.as_deref().unwrap_or_default(),
+                "Anthropic documents are PDF or text",
+            )),
+        }
+    }
 }

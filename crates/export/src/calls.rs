@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 use thiserror::Error;
-use toolgate_core::{CallId, CallRequest, Content, ErrorKind, Role, ToolResult};
+use toolgate_core::{CallId, CallRequest, Content, EmbeddedResource, ErrorKind, Role, ToolResult};
 
 /// One tool call a model asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -245,6 +245,59 @@ fn annotations(block: &Content) -> Option<&toolgate_core::Annotations> {
         | Content::Resource { annotations, .. }
         | Content::ResourceLink { annotations, .. } => annotations.as_ref(),
     }
+}
+
+/// How a provider writes each kind of attached content block in a tool result: what differs
+/// between the providers' walkers ([`write_blocks`], [`blocks_or_text`]). A block the provider
+/// does not take becomes whatever the writer makes of a [`left_out_note`].
+pub(crate) trait BlockWriter {
+    /// A text block, a note, a resource link's or a data's text.
+    fn text(&mut self, text: String) -> Value;
+    /// An image block (base64 `data`).
+    fn image(&mut self, mime: &str, data: &str) -> Value;
+    /// A sound block (base64 `data`).
+    fn audio(&mut self, mime: &str, data: &str) -> Value;
+    /// An embedded resource (text or base64 blob).
+    fn resource(&mut self, resource: &EmbeddedResource) -> Value;
+}
+
+/// Each block as `writer` writes it, in order (a resource link as its text).
+pub(crate) fn write_blocks(blocks: &[&Content], writer: &mut impl BlockWriter) -> Vec<Value> {
+    blocks
+        .iter()
+        .map(|block| match block {
+            Content::Text { text, .. } => writer.text(text.clone()),
+            Content::Image {
+                data, mime_type, ..
+            } => writer.image(mime_type, data),
+            Content::Audio {
+                data, mime_type, ..
+            } => writer.audio(mime_type, data),
+            Content::Resource { resource, .. } => writer.resource(resource),
+            Content::ResourceLink {
+                uri,
+                name,
+                description,
+                ..
+            } => writer.text(link_text(uri, name, description.as_deref())),
+        })
+        .collect()
+}
+
+/// A tool result's content where the provider takes text or a list of blocks: the result's text
+/// when no block is meant for the model, else the data's text (when there is any) followed by
+/// the blocks, as `writer` writes them.
+pub(crate) fn blocks_or_text(outcome: &ToolOutcome, writer: &mut impl BlockWriter) -> Value {
+    let blocks = model_blocks(&outcome.result);
+    if blocks.is_empty() {
+        return Value::String(result_text(&outcome.result));
+    }
+    let mut out: Vec<Value> = data_text_beside(&outcome.result, &blocks)
+        .into_iter()
+        .map(|t| writer.text(t))
+        .collect();
+    out.extend(write_blocks(&blocks, writer));
+    Value::Array(out)
 }
 
 /// The data as text beside attached blocks: `None` when the data is `null` and blocks carry the

@@ -17,7 +17,7 @@ use crate::ExportNote;
 use crate::context::{Cx, GEMINI};
 use crate::error::ExportError;
 use crate::schema::{
-    child, constraint_only, describe, index, literal_types, resolve, show, type_names,
+    child, describe, index, keeps_alternatives, literal_types, resolve, show, type_names,
 };
 
 /// Assertion keywords outside the subset: dropping them widens what the model may send, and
@@ -143,19 +143,7 @@ impl Gemini<'_> {
 
     /// The target of a local reference, as a schema map.
     fn target(&self, reference: &str, path: &str) -> Result<Map<String, Value>, ExportError> {
-        if self.stack.iter().any(|r| r == reference) {
-            return Err(self.cx.recursive(path, reference));
-        }
-        match resolve(self.root, reference) {
-            Some(Value::Object(t)) => Ok(t.clone()),
-            Some(Value::Bool(true)) => Ok(Map::new()),
-            Some(_) => Err(self.cx.uses(
-                path,
-                "$ref",
-                format!("points to {reference}, which is not a schema object"),
-            )),
-            None => Err(self.cx.unresolved(path, reference)),
-        }
+        target(self.root, &self.stack, &self.cx, reference, path)
     }
 
     fn map(
@@ -225,18 +213,15 @@ impl Gemini<'_> {
                     "is combined with `anyOf` in the same schema, and Gemini has only anyOf",
                 ));
             }
-            if branches.iter().all(constraint_only) {
-                self.cx.note(
-                    &at,
-                    format!("Removed `{key}`: its branches only require combinations of properties, which Gemini cannot express; toolgate still enforces it when the tool is called"),
-                );
+            if !keeps_alternatives(
+                &mut self.cx,
+                key,
+                &branches,
+                &at,
+                "Gemini",
+                "Gemini has no oneOf",
+            ) {
                 continue;
-            }
-            if key == "oneOf" {
-                self.cx.note(
-                    &at,
-                    "Exported `oneOf` as `anyOf` (Gemini has no oneOf); toolgate still checks that exactly one alternative matches",
-                );
             }
             alternatives = Some((key, branches));
         }
@@ -575,65 +560,101 @@ impl Gemini<'_> {
     /// Merges `allOf` branches (references resolved) into their parent, then converts it.
     fn all_of(
         &mut self,
-        mut m: Map<String, Value>,
+        m: Map<String, Value>,
         all_of: Value,
         path: &str,
     ) -> Result<Map<String, Value>, ExportError> {
-        let at = child(path, "allOf");
-        let Value::Array(branches) = all_of else {
-            return Err(self.cx.uses(path, "allOf", "is not a list of schemas"));
-        };
+        // The references merged in stay on the stack while the merged schema converts.
         let mut pushed = 0;
-        let mut result = Ok(());
-        for (i, branch) in branches.into_iter().enumerate() {
-            let branch_path = index(&at, i);
-            let mut branch = match branch {
-                Value::Object(b) => b,
-                Value::Bool(true) => continue,
-                _ => {
-                    result = Err(self.cx.unsupported(
-                        &branch_path,
-                        "allOf",
-                        "is not a schema object, which Gemini cannot merge".into(),
-                    ));
-                    break;
-                }
-            };
-            if let Some(Value::String(r)) = branch.shift_remove("$ref") {
-                match self.target(&r, &branch_path) {
-                    Ok(mut target) => {
-                        target.extend(branch);
-                        branch = target;
-                        self.stack.push(r);
-                        pushed += 1;
-                    }
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            if let Err(k) = merge(&mut m, branch) {
-                result = Err(self.cx.uses(
-                    path,
-                    "allOf",
-                    format!("has branches that disagree on `{k}`, and Gemini has no allOf to keep them apart"),
-                ));
-                break;
-            }
-        }
-        let out = result.and_then(|()| {
-            self.cx.note(
-                &at,
-                "Merged the `allOf` branches into one schema (Gemini does not support allOf)",
-            );
-            self.map(m, path)
-        });
+        let (root, stack) = (self.root, &mut self.stack);
+        let merged = merge_all_of(
+            &mut self.cx,
+            m,
+            all_of,
+            path,
+            "Merged the `allOf` branches into one schema (Gemini does not support allOf)",
+            |cx, r, p| {
+                let target = target(root, stack, cx, r, p)?;
+                stack.push(r.to_owned());
+                pushed += 1;
+                Ok(target)
+            },
+        );
+        let out = merged.and_then(|m| self.map(m, path));
         for _ in 0..pushed {
             self.stack.pop();
         }
         out
     }
+}
+
+/// The target of a local reference, as a schema map; a reference already on `stack` (being
+/// inlined) is recursion.
+fn target(
+    root: &Value,
+    stack: &[String],
+    cx: &Cx,
+    reference: &str,
+    path: &str,
+) -> Result<Map<String, Value>, ExportError> {
+    if stack.iter().any(|r| r == reference) {
+        return Err(cx.recursive(path, reference));
+    }
+    match resolve(root, reference) {
+        Some(Value::Object(t)) => Ok(t.clone()),
+        Some(Value::Bool(true)) => Ok(Map::new()),
+        Some(_) => Err(cx.uses(
+            path,
+            "$ref",
+            format!("points to {reference}, which is not a schema object"),
+        )),
+        None => Err(cx.unresolved(path, reference)),
+    }
+}
+
+/// Merges the `allOf` branches into `m`, their parent, as Gemini has no allOf (both Gemini
+/// exports do): a branch that is a reference counts as its target (which `target` resolves or
+/// refuses), refined by the keywords beside the reference. `note` records the merge.
+pub(crate) fn merge_all_of(
+    cx: &mut Cx,
+    mut m: Map<String, Value>,
+    all_of: Value,
+    path: &str,
+    note: &str,
+    mut target: impl FnMut(&Cx, &str, &str) -> Result<Map<String, Value>, ExportError>,
+) -> Result<Map<String, Value>, ExportError> {
+    let at = child(path, "allOf");
+    let Value::Array(branches) = all_of else {
+        return Err(cx.uses(path, "allOf", "is not a list of schemas"));
+    };
+    for (i, branch) in branches.into_iter().enumerate() {
+        let branch_path = index(&at, i);
+        let mut branch = match branch {
+            Value::Object(b) => b,
+            Value::Bool(true) => continue,
+            _ => {
+                return Err(cx.unsupported(
+                    &branch_path,
+                    "allOf",
+                    "is not a schema object, which Gemini cannot merge".into(),
+                ));
+            }
+        };
+        if let Some(Value::String(r)) = branch.shift_remove("$ref") {
+            let mut resolved = target(cx, &r, &branch_path)?;
+            resolved.extend(branch);
+            branch = resolved;
+        }
+        merge(&mut m, branch).map_err(|k| {
+            cx.uses(
+                path,
+                "allOf",
+                format!("has branches that disagree on `{k}`, and Gemini has no allOf to keep them apart"),
+            )
+        })?;
+    }
+    cx.note(&at, note);
+    Ok(m)
 }
 
 /// The type a schema without `type` evidently has.

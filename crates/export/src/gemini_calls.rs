@@ -16,11 +16,11 @@
 
 use serde_json::{Map, Value, json};
 
-use toolgate_core::Content;
+use toolgate_core::{Content, EmbeddedResource};
 
 use crate::calls::{
-    CallsError, Reader, ToolCall, ToolOutcome, error_object, file_name, left_out_note, link_text,
-    model_blocks, resource_text,
+    BlockWriter, CallsError, Reader, ToolCall, ToolOutcome, error_object, file_name, left_out_note,
+    model_blocks, resource_text, write_blocks,
 };
 
 const GEMINI: &str = "Gemini";
@@ -103,73 +103,70 @@ const MEDIA: [&str; 5] = [
 
 /// The response's `content` entries and the `inlineData` parts they reference.
 fn attached(blocks: &[&Content]) -> (Vec<Value>, Vec<Value>) {
-    let mut content = Vec::new();
-    let mut media = Vec::new();
-    let mut inline = |mime: &str, data: &str, name: String, content: &mut Vec<Value>| {
+    let mut writer = ResponseContent { media: Vec::new() };
+    let content = write_blocks(blocks, &mut writer);
+    (content, writer.media)
+}
+
+/// Blocks as a function response takes them: `content` entries (returned), with the media they
+/// reference gathered as `inlineData` parts.
+struct ResponseContent {
+    media: Vec<Value>,
+}
+
+const GEMINI_WHY: &str = "Gemini takes images and documents in a function response";
+
+impl ResponseContent {
+    /// A `{"$ref": displayName}` entry for an `inlineData` part added beside it.
+    fn inline(&mut self, mime: &str, data: &str, name: &str) -> Value {
         // Display names pair a reference with its part: keep them unique in the response.
-        let name = format!("{}-{name}", media.len() + 1);
-        content.push(json!({ "$ref": name }));
-        media
+        let name = format!("{}-{name}", self.media.len() + 1);
+        self.media
             .push(json!({ "inlineData": { "mimeType": mime, "data": data, "displayName": name } }));
-    };
-    for block in blocks {
-        match block {
-            Content::Text { text, .. } => content.push(Value::String(text.clone())),
-            Content::Image {
-                data, mime_type, ..
-            } if MEDIA.contains(&mime_type.as_str()) => {
-                let ext = mime_type.rsplit('/').next().unwrap_or("bin");
-                inline(mime_type, data, format!("image.{ext}"), &mut content);
-            }
-            Content::Image {
-                data, mime_type, ..
-            } => content.push(Value::String(left_out_note(
+        json!({ "$ref": name })
+    }
+}
+
+impl BlockWriter for ResponseContent {
+    fn text(&mut self, text: String) -> Value {
+        Value::String(text)
+    }
+
+    fn image(&mut self, mime: &str, data: &str) -> Value {
+        if MEDIA.contains(&mime) {
+            let ext = mime.rsplit('/').next().unwrap_or("bin");
+            self.inline(mime, data, &format!("image.{ext}"))
+        } else {
+            self.text(left_out_note(
                 "an image",
-                mime_type,
+                mime,
                 data,
                 "Gemini takes PNG, JPEG and WebP images in a function response",
-            ))),
-            Content::Audio {
-                data, mime_type, ..
-            } => content.push(Value::String(left_out_note(
-                "a sound",
-                mime_type,
-                data,
-                "Gemini takes images and documents in a function response",
-            ))),
-            Content::Resource { resource, .. } => {
-                let mime = resource.mime_type.as_deref().unwrap_or("");
-                match (&resource.text, &resource.blob) {
-                    (Some(t), _) => {
-                        content.push(Value::String(resource_text(&resource.uri, t)));
-                    }
-                    (None, Some(blob)) if MEDIA.contains(&mime) => {
-                        inline(
-                            mime,
-                            blob,
-                            file_name(&resource.uri).to_owned(),
-                            &mut content,
-                        );
-                    }
-                    (None, blob) => content.push(Value::String(left_out_note(
-                        &format!("the resource {}", resource.uri),
-                        if mime.is_empty() {
-                            "application/octet-stream"
-                        } else {
-                            mime
-                        },
-                        blob.as_deref().unwrap_or_default(),
-                        "Gemini takes images and documents in a function response",
-                    ))),
-                }
-            }
-            Content::ResourceLink {
-                uri,
-                name,
-                description,
-                ..
-            } => content.push(Value::String(link_text(uri, name, description.as_deref()))),
+            ))
         }
     }
-    (content, media)
+
+    fn audio(&mut self, mime: &str, data: &str) -> Value {
+        self.text(left_out_note("a sound", mime, data, GEMINI_WHY))
+    }
+
+    fn resource(&mut self, resource: &EmbeddedResource) -> Value {
+        let mime = resource.mime_type.as_deref().unwrap_or("");
+        match (&resource.text, &resource.blob) {
+            (Some(t), _) => self.text(resource_text(&resource.uri, t)),
+            (None, Some(blob)) if MEDIA.contains(&mime) => {
+                self.inline(mime, blob, file_name(&resource.uri))
+            }
+            (None, blob) => self.text(left_out_note(
+                &format!("the resource {}", resource.uri),
+                if mime.is_empty() {
+                    "application/octet-stream"
+                } else {
+                    mime
+                },
+                blob.as_deref().unwrap_or_default(),
+                GEMINI_WHY,
+            )),
+        }
+    }
 }

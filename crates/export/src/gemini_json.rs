@@ -23,9 +23,9 @@ use toolgate_core::ToolSpec;
 use crate::ExportNote;
 use crate::context::{Cx, GEMINI_JSON};
 use crate::error::ExportError;
-use crate::gemini::merge;
+use crate::gemini::merge_all_of;
 use crate::schema::{
-    child, constraint_only, describe, drop_dialect, index, is_object_schema, resolve,
+    child, describe, drop_dialect, index, is_object_schema, keeps_alternatives, resolve,
     root_object_rule, show,
 };
 
@@ -202,21 +202,17 @@ impl Walk<'_, '_> {
                             "is combined with `anyOf` in the same schema, and Gemini has only anyOf",
                         ));
                     }
-                    if value
-                        .as_array()
-                        .is_some_and(|bs| bs.iter().all(constraint_only))
+                    if let Some(branches) = value.as_array()
+                        && !keeps_alternatives(
+                            self.cx,
+                            key,
+                            branches,
+                            &at,
+                            "Gemini",
+                            "Gemini documents only anyOf",
+                        )
                     {
-                        self.cx.note(
-                            &at,
-                            format!("Removed `{key}`: its branches only require combinations of properties, which Gemini cannot express; toolgate still enforces it when the tool is called"),
-                        );
                         continue;
-                    }
-                    if key == "oneOf" {
-                        self.cx.note(
-                            &at,
-                            "Exported `oneOf` as `anyOf` (Gemini documents only anyOf); toolgate still checks that exactly one alternative matches",
-                        );
                     }
                     let converted = self.list(value, &at)?;
                     out.insert("anyOf".into(), Value::Array(converted));
@@ -350,43 +346,17 @@ impl Walk<'_, '_> {
         path: &str,
     ) -> Result<Map<String, Value>, ExportError> {
         m.shift_remove("allOf");
-        let at = child(path, "allOf");
-        let Value::Array(branches) = all_of else {
-            return Err(self.cx.uses(path, "allOf", "is not a list of schemas"));
-        };
-        for (i, branch) in branches.into_iter().enumerate() {
-            let mut branch = match branch {
-                Value::Object(b) => b,
-                Value::Bool(true) => continue,
-                _ => {
-                    return Err(self.cx.unsupported(
-                        &index(&at, i),
-                        "allOf",
-                        "is not a schema object, which Gemini cannot merge".into(),
-                    ));
-                }
-            };
-            if let Some(Value::String(r)) = branch.shift_remove("$ref") {
-                let target = match resolve(self.root, &r) {
-                    Some(Value::Object(t)) => t.clone(),
-                    _ => return Err(self.cx.unresolved(&index(&at, i), &r)),
-                };
-                let mut target = target;
-                target.extend(branch);
-                branch = target;
-            }
-            merge(&mut m, branch).map_err(|k| {
-                self.cx.uses(
-                    path,
-                    "allOf",
-                    format!("has branches that disagree on `{k}`, and Gemini has no allOf to keep them apart"),
-                )
-            })?;
-        }
-        self.cx.note(
-            &at,
+        let root = self.root;
+        merge_all_of(
+            self.cx,
+            m,
+            all_of,
+            path,
             "Merged the `allOf` branches into one schema (Gemini does not document allOf)",
-        );
-        Ok(m)
+            |cx, r, p| match resolve(root, r) {
+                Some(Value::Object(t)) => Ok(t.clone()),
+                _ => Err(cx.unresolved(p, r)),
+            },
+        )
     }
 }

@@ -41,6 +41,7 @@ mod mcp;
 mod openai;
 pub mod openai_calls;
 mod schema;
+mod strict;
 
 use std::collections::HashSet;
 use std::fmt;

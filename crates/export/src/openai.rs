@@ -20,9 +20,9 @@ use toolgate_core::ToolSpec;
 use crate::context::{Cx, OPENAI, OPENAI_STRICT};
 use crate::error::ExportError;
 use crate::schema::{
-    child, constraint_only, describe, drop_dialect, index, is_object_schema, literal_types,
-    resolve, root_object_rule, show, type_names,
+    child, drop_dialect, is_object_schema, literal_types, root_object_rule, type_names,
 };
+use crate::strict::{Dialect, Strict};
 use crate::{ExportFormat, ExportNote};
 
 /// Keywords OpenAI rejects at the top level of `parameters`, strict or not.
@@ -72,10 +72,6 @@ const STRICT_RELAXED: &[&str] = &[
     "uniqueItems",
     "minProperties",
     "maxProperties",
-];
-
-const JSON_TYPES: &[&str] = &[
-    "string", "number", "integer", "boolean", "object", "array", "null",
 ];
 
 // Strict-mode limits, from "Objects have limitations on nesting depth and size" in
@@ -182,11 +178,7 @@ fn strict_parameters(spec: &ToolSpec) -> Result<(Value, Vec<ExportNote>), Export
     drop_dialect(&mut root, "parameters", &mut cx);
     root_object_rule(&mut root, "parameters", ROOT_FORBIDDEN, &mut cx)?;
     let root = Value::Object(root);
-    let mut strict = Strict {
-        root: &root,
-        cx,
-        inlining: Vec::new(),
-    };
+    let mut strict = Strict::new(&root, cx, OpenAiStrict);
     let parameters = strict.node(&root, "parameters", true)?;
     let mut stats = Stats::default();
     measure(&parameters, 0, &mut stats, &strict.cx)?;
@@ -194,293 +186,68 @@ fn strict_parameters(spec: &ToolSpec) -> Result<(Value, Vec<ExportNote>), Export
     Ok((parameters, strict.cx.notes))
 }
 
-struct Strict<'a> {
-    /// The whole schema, for resolving `$ref`s.
-    root: &'a Value,
-    cx: Cx,
-    /// References being inlined, innermost last (to stop on recursion).
-    inlining: Vec<String>,
-}
+/// OpenAI strict mode: every property required (optional ones nullable), references may
+/// recurse, an array needs `items`, and a schema of literals gets their type.
+#[derive(Clone)]
+struct OpenAiStrict;
 
-impl Strict<'_> {
-    fn node(&mut self, schema: &Value, path: &str, is_root: bool) -> Result<Value, ExportError> {
-        let m = match schema {
-            Value::Object(m) => m,
-            Value::Bool(b) => {
-                return Err(self.cx.unsupported(
-                    path,
-                    "type",
-                    format!(
-                        "is the boolean schema `{b}` (it accepts {}), which strict mode cannot express; give it a type",
-                        if *b { "anything" } else { "nothing" }
-                    ),
-                ));
-            }
-            other => {
-                return Err(self.cx.unsupported(
-                    path,
-                    "type",
-                    format!("is {} rather than a schema object", show(other)),
-                ));
-            }
-        };
-        if let Some(reference) = m.get("$ref") {
-            return self.reference(m, reference, path, is_root);
-        }
+impl Dialect for OpenAiStrict {
+    const NAME: &'static str = "strict mode";
+    const KEPT: &'static [&'static str] = &[
+        "description",
+        "title",
+        "enum",
+        "const",
+        "pattern",
+        "multipleOf",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+    ];
+    const FORMATS: &'static [&'static str] = STRICT_FORMATS;
+    const FAIL: &'static [&'static str] = STRICT_FAIL;
+    const RELAXED: &'static [&'static str] = STRICT_RELAXED;
+    const DEFAULT_NOTE: &'static str = "Removed `default` (strict mode does not allow it) and mentioned it in the description; toolgate applies the default when the argument is absent or null";
+    const FREE_FORM: &'static str = "every property must be listed";
+    const RECURSIVE_REFS: bool = true;
 
-        let mut out = Map::with_capacity(m.len() + 3);
-        let mut hints = Vec::new();
-        for (key, value) in m {
-            let at = child(path, key);
-            match key.as_str() {
-                "type" => {
-                    let valid = match value {
-                        Value::String(t) => JSON_TYPES.contains(&t.as_str()),
-                        Value::Array(ts) => ts
-                            .iter()
-                            .all(|t| t.as_str().is_some_and(|t| JSON_TYPES.contains(&t))),
-                        _ => false,
-                    };
-                    if !valid {
-                        return Err(self.cx.uses(
-                            path,
-                            "type",
-                            format!("is {}, not a JSON Schema type name", show(value)),
-                        ));
-                    }
-                    out.insert(key.clone(), value.clone());
-                }
-                "description" | "title" | "enum" | "const" | "pattern" | "multipleOf"
-                | "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "minItems"
-                | "maxItems" => {
-                    out.insert(key.clone(), value.clone());
-                }
-                "format" => {
-                    if value.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f)) {
-                        out.insert(key.clone(), value.clone());
-                    } else {
-                        self.cx.note(
-                            &at,
-                            format!(
-                                "Removed `format: {}`: strict mode supports only {}; toolgate still checks the format when the tool is called",
-                                show(value),
-                                STRICT_FORMATS.join(", ")
-                            ),
-                        );
-                    }
-                }
-                // Rebuilt below for object schemas.
-                "properties" | "required" | "additionalProperties" => {}
-                "items" => {
-                    if value.is_array() {
-                        return Err(self.cx.uses(
-                            path,
-                            "items",
-                            "is a list of schemas (a tuple), which strict mode does not support",
-                        ));
-                    }
-                    let items = self.node(value, &at, false)?;
-                    out.insert(key.clone(), items);
-                }
-                "anyOf" | "oneOf" => {
-                    if let Some(branches) = self.alternatives(m, key, value, path)? {
-                        out.insert("anyOf".into(), Value::Array(branches));
-                    }
-                }
-                "$defs" | "definitions" => {
-                    let Value::Object(defs) = value else {
-                        return Err(self.cx.uses(path, key, "is not an object of schemas"));
-                    };
-                    let mut converted = Map::with_capacity(defs.len());
-                    for (name, def) in defs {
-                        converted.insert(name.clone(), self.node(def, &child(&at, name), false)?);
-                    }
-                    out.insert(key.clone(), Value::Object(converted));
-                }
-                "default" => {
-                    hints.push(format!("Default: {}.", show(value)));
-                    self.cx.note(
-                        &at,
-                        "Removed `default` (strict mode does not allow it) and mentioned it in the description; toolgate applies the default when the argument is absent or null",
-                    );
-                }
-                k if STRICT_FAIL.contains(&k) => {
-                    return Err(self.cx.uses(path, k, "strict mode does not support"));
-                }
-                k if STRICT_RELAXED.contains(&k) => {
-                    self.cx.note(
-                        &at,
-                        format!(
-                            "Removed `{k}` (strict mode does not support it); toolgate still enforces it when the tool is called"
-                        ),
-                    );
-                }
-                k => {
-                    self.cx.note(
-                        &at,
-                        format!("Removed `{k}`: it is not part of strict mode's schema subset"),
-                    );
-                }
-            }
-        }
+    fn keyword(
+        _: &mut Strict<'_, Self>,
+        _: &str,
+        _: &Value,
+        _: &str,
+        _: &mut Map<String, Value>,
+    ) -> Result<bool, ExportError> {
+        Ok(false)
+    }
 
-        if is_object_schema(m) {
-            self.object(m, path, is_root, &mut out)?;
+    /// Strict mode wants every property required; optional properties become nullable instead.
+    fn property(&mut self, property: Value, optional: bool) -> Value {
+        if optional {
+            make_nullable(property)
         } else {
-            for key in ["properties", "required", "additionalProperties"] {
-                if m.contains_key(key) {
-                    self.cx.note(
-                        &child(path, key),
-                        format!(
-                            "Removed `{key}`: it has no effect on a schema that is not an object"
-                        ),
-                    );
-                }
-            }
+            property
         }
-        if type_names(&out).contains(&"array") && !out.contains_key("items") {
-            return Err(self.cx.unsupported(
-                path,
-                "items",
-                "is an array without `items`, which strict mode cannot express; give the item schema".into(),
-            ));
-        }
-        if !out.contains_key("type")
-            && !out.contains_key("anyOf")
-            && let Some(types) = literal_types(&out)
-        {
-            let mut typed = Map::with_capacity(out.len() + 1);
-            let ty = match types.as_slice() {
-                [one] => json!(one),
-                many => json!(many),
-            };
-            typed.insert("type".into(), ty);
-            typed.extend(out);
-            out = typed;
-        }
-        if !["type", "anyOf", "enum", "const"]
-            .iter()
-            .any(|k| out.contains_key(*k))
-        {
-            return Err(self.cx.unsupported(
-                path,
-                "type",
-                "has no `type`, so it accepts any JSON value, which strict mode cannot express; give it a type".into(),
-            ));
-        }
-        for hint in hints {
-            describe(&mut out, &hint);
-        }
-        Ok(Value::Object(out))
     }
 
-    /// `anyOf` as is, `oneOf` as `anyOf` (with a note); `None` when the branches only constrain
-    /// property combinations and were dropped.
-    fn alternatives(
-        &mut self,
-        m: &Map<String, Value>,
-        key: &str,
-        value: &Value,
+    fn required(
+        cx: &mut Cx,
         path: &str,
-    ) -> Result<Option<Vec<Value>>, ExportError> {
-        let at = child(path, key);
-        let Value::Array(branches) = value else {
-            return Err(self.cx.uses(path, key, "is not a list of schemas"));
-        };
-        if key == "oneOf" && m.contains_key("anyOf") {
-            return Err(self.cx.uses(
-                path,
-                "oneOf",
-                "is combined with `anyOf` in the same schema, and strict mode has only `anyOf`",
-            ));
-        }
-        if branches.iter().all(constraint_only) {
-            self.cx.note(
-                &at,
-                format!(
-                    "Removed `{key}`: its branches only require combinations of properties, which strict mode cannot express; toolgate still enforces it when the tool is called"
-                ),
-            );
-            return Ok(None);
-        }
-        if key == "oneOf" {
-            self.cx.note(
-                &at,
-                "Exported `oneOf` as `anyOf` (strict mode has no oneOf); toolgate still checks that exactly one alternative matches",
-            );
-        }
-        let mut converted = Vec::with_capacity(branches.len());
-        for (i, branch) in branches.iter().enumerate() {
-            converted.push(self.node(branch, &index(&at, i), false)?);
-        }
-        Ok(Some(converted))
-    }
-
-    /// Strict mode wants every object closed and every property required; optional properties
-    /// become nullable instead.
-    fn object(
-        &mut self,
-        m: &Map<String, Value>,
-        path: &str,
-        is_root: bool,
-        out: &mut Map<String, Value>,
-    ) -> Result<(), ExportError> {
-        let empty = Map::new();
-        let properties = match m.get("properties") {
-            None => &empty,
-            Some(Value::Object(p)) => p,
-            Some(_) => {
-                return Err(self
-                    .cx
-                    .uses(path, "properties", "is not an object of schemas"));
-            }
-        };
-        let declared: Vec<&str> = m
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let additional = m.get("additionalProperties");
-        let closed = additional == Some(&Value::Bool(false));
-        if properties.is_empty() && !closed {
-            if is_root {
-                self.cx.note(
-                    path,
-                    "The schema declares no properties; exported as a tool that takes no arguments",
-                );
-            } else {
-                return Err(self.cx.unsupported(
-                    path,
-                    "additionalProperties",
-                    "is an object without declared properties (free-form), which strict mode cannot express because every property must be listed; declare its properties".into(),
-                ));
-            }
-        } else if additional.is_some() && !closed {
-            self.cx.note(
-                &child(path, "additionalProperties"),
-                "Set to false (strict mode requires it): the model can send only the declared properties",
-            );
-        }
-
-        let props_path = child(path, "properties");
-        let mut converted = Map::with_capacity(properties.len());
-        let mut optional = Vec::new();
-        for (name, schema) in properties {
-            let mut property = self.node(schema, &child(&props_path, name), false)?;
-            if !declared.contains(&name.as_str()) {
-                property = make_nullable(property);
-                optional.push(name.as_str());
-            }
-            converted.insert(name.clone(), property);
-        }
-        for name in declared.iter().filter(|n| !properties.contains_key(**n)) {
-            self.cx.note(
+        declared: &[&str],
+        converted: &Map<String, Value>,
+        optional: &[&str],
+    ) -> Option<Value> {
+        for name in declared.iter().filter(|n| !converted.contains_key(**n)) {
+            cx.note(
                 &child(path, "required"),
                 format!("Dropped {name:?} from `required`: it is not a declared property, so no argument can satisfy it in strict mode"),
             );
         }
         if !optional.is_empty() {
-            self.cx.note(
+            cx.note(
                 &child(path, "required"),
                 format!(
                     "Listed optional {} {} as required and nullable (strict mode requires every property); the model sends null for \"not given\", which toolgate treats as absent when the call arrives",
@@ -489,58 +256,36 @@ impl Strict<'_> {
                 ),
             );
         }
-
-        if !out.contains_key("type") {
-            out.insert("type".into(), json!("object"));
-        }
         let names: Vec<Value> = converted.keys().map(|k| Value::String(k.clone())).collect();
-        out.insert("properties".into(), Value::Object(converted));
-        out.insert("required".into(), Value::Array(names));
-        out.insert("additionalProperties".into(), Value::Bool(false));
+        Some(Value::Array(names))
+    }
+
+    fn finish(cx: &Cx, path: &str, out: &mut Map<String, Value>) -> Result<(), ExportError> {
+        if type_names(out).contains(&"array") && !out.contains_key("items") {
+            return Err(cx.unsupported(
+                path,
+                "items",
+                "is an array without `items`, which strict mode cannot express; give the item schema".into(),
+            ));
+        }
+        if !out.contains_key("type")
+            && !out.contains_key("anyOf")
+            && let Some(types) = literal_types(out)
+        {
+            let mut typed = Map::with_capacity(out.len() + 1);
+            let ty = match types.as_slice() {
+                [one] => json!(one),
+                many => json!(many),
+            };
+            typed.insert("type".into(), ty);
+            typed.extend(std::mem::take(out));
+            *out = typed;
+        }
         Ok(())
     }
 
-    /// A `$ref` alone stays a reference (strict mode supports `$defs` and recursion); a `$ref`
-    /// with sibling keywords is inlined, because strict mode wants `$ref` alone.
-    fn reference(
-        &mut self,
-        m: &Map<String, Value>,
-        reference: &Value,
-        path: &str,
-        is_root: bool,
-    ) -> Result<Value, ExportError> {
-        let Some(r) = reference.as_str() else {
-            return Err(self.cx.uses(path, "$ref", "is not a string"));
-        };
-        let target = resolve(self.root, r).ok_or_else(|| self.cx.unresolved(path, r))?;
-        if m.len() == 1 {
-            return Ok(json!({ "$ref": r }));
-        }
-        if self.inlining.iter().any(|x| x == r) {
-            return Err(self.cx.recursive(path, r));
-        }
-        let mut merged = match target {
-            Value::Object(t) => t.clone(),
-            Value::Bool(true) => Map::new(),
-            _ => {
-                return Err(self.cx.uses(
-                    path,
-                    "$ref",
-                    format!("points to {r}, which is not a schema object"),
-                ));
-            }
-        };
-        for (k, v) in m.iter().filter(|(k, _)| k.as_str() != "$ref") {
-            merged.insert(k.clone(), v.clone());
-        }
-        self.cx.note(
-            &child(path, "$ref"),
-            format!("Inlined {r} here: strict mode does not allow keywords next to `$ref`"),
-        );
-        self.inlining.push(r.to_owned());
-        let out = self.node(&Value::Object(merged), path, is_root);
-        self.inlining.pop();
-        out
+    fn inlined_note(reference: &str) -> String {
+        format!("Inlined {reference} here: strict mode does not allow keywords next to `$ref`")
     }
 }
 

@@ -18,11 +18,11 @@
 //! pipeline's validation drops those before checking (`toolgate_core::schema::strip_optional_nulls`).
 
 use serde_json::{Value, json};
-use toolgate_core::Content;
+use toolgate_core::EmbeddedResource;
 
 use crate::calls::{
-    CallsError, Reader, ToolCall, ToolOutcome, data_text_beside, data_url, file_name, join,
-    left_out_note, link_text, model_blocks, required_id, resource_text, result_text,
+    BlockWriter, CallsError, Reader, ToolCall, ToolOutcome, blocks_or_text, data_url, file_name,
+    join, left_out_note, required_id, resource_text,
 };
 
 const CHAT: &str = "OpenAI Chat Completions";
@@ -141,108 +141,98 @@ const OPENAI_IMAGES: [&str; 5] = [
 /// A Chat Completions tool message's `content`: the result's text, or, with attached blocks,
 /// text parts (the only part type a tool message takes).
 fn chat_content(outcome: &ToolOutcome) -> Value {
-    let blocks = model_blocks(&outcome.result);
-    if blocks.is_empty() {
-        return Value::String(result_text(&outcome.result));
+    blocks_or_text(outcome, &mut ChatParts)
+}
+
+/// Blocks as a Chat Completions tool message takes them: text parts only.
+struct ChatParts;
+
+const CHAT_WHY: &str = "Chat Completions tool messages take text only";
+
+impl BlockWriter for ChatParts {
+    fn text(&mut self, text: String) -> Value {
+        json!({ "type": "text", "text": text })
     }
-    const WHY: &str = "Chat Completions tool messages take text only";
-    let text = |t: String| json!({ "type": "text", "text": t });
-    let mut parts: Vec<Value> = data_text_beside(&outcome.result, &blocks)
-        .into_iter()
-        .map(text)
-        .collect();
-    for block in blocks {
-        parts.push(text(match block {
-            Content::Text { text, .. } => text.clone(),
-            Content::Image {
-                data, mime_type, ..
-            } => left_out_note("an image", mime_type, data, WHY),
-            Content::Audio {
-                data, mime_type, ..
-            } => left_out_note("a sound", mime_type, data, WHY),
-            Content::Resource { resource, .. } => match (&resource.text, &resource.blob) {
-                (Some(t), _) => resource_text(&resource.uri, t),
-                (None, blob) => left_out_note(
-                    &format!("the resource {}", resource.uri),
-                    resource
-                        .mime_type
-                        .as_deref()
-                        .unwrap_or("application/octet-stream"),
-                    blob.as_deref().unwrap_or_default(),
-                    WHY,
-                ),
-            },
-            Content::ResourceLink {
-                uri,
-                name,
-                description,
-                ..
-            } => link_text(uri, name, description.as_deref()),
-        }));
+
+    fn image(&mut self, mime: &str, data: &str) -> Value {
+        self.text(left_out_note("an image", mime, data, CHAT_WHY))
     }
-    Value::Array(parts)
+
+    fn audio(&mut self, mime: &str, data: &str) -> Value {
+        self.text(left_out_note("a sound", mime, data, CHAT_WHY))
+    }
+
+    fn resource(&mut self, resource: &EmbeddedResource) -> Value {
+        self.text(match (&resource.text, &resource.blob) {
+            (Some(t), _) => resource_text(&resource.uri, t),
+            (None, blob) => left_out_note(
+                &format!("the resource {}", resource.uri),
+                resource
+                    .mime_type
+                    .as_deref()
+                    .unwrap_or("application/octet-stream"),
+                blob.as_deref().unwrap_or_default(),
+                CHAT_WHY,
+            ),
+        })
+    }
 }
 
 /// A Responses `function_call_output`'s `output`: the result's text, or, with attached blocks,
 /// a list of `input_text`, `input_image` and `input_file` items.
 fn responses_output(outcome: &ToolOutcome) -> Value {
-    let blocks = model_blocks(&outcome.result);
-    if blocks.is_empty() {
-        return Value::String(result_text(&outcome.result));
+    blocks_or_text(outcome, &mut ResponsesItems)
+}
+
+/// Blocks as a Responses `function_call_output` takes them.
+struct ResponsesItems;
+
+impl BlockWriter for ResponsesItems {
+    fn text(&mut self, text: String) -> Value {
+        json!({ "type": "input_text", "text": text })
     }
-    let text = |t: String| json!({ "type": "input_text", "text": t });
-    let mut items: Vec<Value> = data_text_beside(&outcome.result, &blocks)
-        .into_iter()
-        .map(text)
-        .collect();
-    for block in blocks {
-        items.push(match block {
-            Content::Text { text: t, .. } => text(t.clone()),
-            Content::Image {
-                data, mime_type, ..
-            } if OPENAI_IMAGES.contains(&mime_type.as_str()) => json!({
+
+    fn image(&mut self, mime: &str, data: &str) -> Value {
+        if OPENAI_IMAGES.contains(&mime) {
+            json!({
                 "type": "input_image",
-                "image_url": data_url(mime_type, data),
+                "image_url": data_url(mime, data),
                 "detail": "auto",
-            }),
-            Content::Image {
-                data, mime_type, ..
-            } => text(left_out_note(
+            })
+        } else {
+            self.text(left_out_note(
                 "an image",
-                mime_type,
+                mime,
                 data,
                 "OpenAI takes PNG, JPEG, WebP and GIF images",
-            )),
-            Content::Audio {
-                data, mime_type, ..
-            } => text(left_out_note(
-                "a sound",
-                mime_type,
-                data,
-                "a Responses function_call_output takes text, images and files only",
-            )),
-            Content::Resource { resource, .. } => match (&resource.text, &resource.blob) {
-                (Some(t), _) => text(resource_text(&resource.uri, t)),
-                (None, Some(blob)) => {
-                    let mime = resource
-                        .mime_type
-                        .as_deref()
-                        .unwrap_or("application/octet-stream");
-                    json!({
-                        "type": "input_file",
-                        "file_data": data_url(mime, blob),
-                        "filename": file_name(&resource.uri),
-                    })
-                }
-                (None, None) => text(resource_text(&resource.uri, "")),
-            },
-            Content::ResourceLink {
-                uri,
-                name,
-                description,
-                ..
-            } => text(link_text(uri, name, description.as_deref())),
-        });
+            ))
+        }
     }
-    Value::Array(items)
+
+    fn audio(&mut self, mime: &str, data: &str) -> Value {
+        self.text(left_out_note(
+            "a sound",
+            mime,
+            data,
+            "a Responses function_call_output takes text, images and files only",
+        ))
+    }
+
+    fn resource(&mut self, resource: &EmbeddedResource) -> Value {
+        match (&resource.text, &resource.blob) {
+            (Some(t), _) => self.text(resource_text(&resource.uri, t)),
+            (None, Some(blob)) => {
+                let mime = resource
+                    .mime_type
+                    .as_deref()
+                    .unwrap_or("application/octet-stream");
+                json!({
+                    "type": "input_file",
+                    "file_data": data_url(mime, blob),
+                    "filename": file_name(&resource.uri),
+                })
+            }
+            (None, None) => self.text(resource_text(&resource.uri, "")),
+        }
+    }
 }

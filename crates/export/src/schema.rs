@@ -108,6 +108,38 @@ pub(crate) fn constraint_only(branch: &Value) -> bool {
     }
 }
 
+/// Whether the `anyOf`/`oneOf` at `at` (`key`) is exported, as every export decides: not when
+/// its `branches` only constrain property combinations, which `subject` cannot express (dropped
+/// with a note; toolgate still enforces it); else yes, with a note when `oneOf` goes out as
+/// `anyOf`, `why` saying why (like "Gemini has no oneOf").
+pub(crate) fn keeps_alternatives(
+    cx: &mut Cx,
+    key: &str,
+    branches: &[Value],
+    at: &str,
+    subject: &str,
+    why: &str,
+) -> bool {
+    if branches.iter().all(constraint_only) {
+        cx.note(
+            at,
+            format!(
+                "Removed `{key}`: its branches only require combinations of properties, which {subject} cannot express; toolgate still enforces it when the tool is called"
+            ),
+        );
+        return false;
+    }
+    if key == "oneOf" {
+        cx.note(
+            at,
+            format!(
+                "Exported `oneOf` as `anyOf` ({why}); toolgate still checks that exactly one alternative matches"
+            ),
+        );
+    }
+    true
+}
+
 /// The rule OpenAI and Anthropic apply to a function's parameters: an object schema with none of
 /// `keywords` at the top level. Composition that only constrains property combinations is dropped
 /// with a note (toolgate still enforces it on every call); anything else is an error.
@@ -158,5 +190,43 @@ pub(crate) fn drop_dialect(root: &mut Map<String, Value>, path: &str, cx: &mut C
             &child(path, "$schema"),
             "Removed `$schema`: the provider assumes its own dialect",
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::context::GEMINI;
+
+    #[test]
+    fn alternatives_that_only_constrain_combinations_are_dropped_and_one_of_is_noted() {
+        let mut cx = Cx::new("t", GEMINI);
+        let only = [json!({"required": ["a"]}), json!({"required": ["b"]})];
+        assert!(!keeps_alternatives(
+            &mut cx, "anyOf", &only, "p.anyOf", "Gemini", "-"
+        ));
+        assert_eq!(
+            cx.notes[0].message,
+            "Removed `anyOf`: its branches only require combinations of properties, which Gemini cannot express; toolgate still enforces it when the tool is called"
+        );
+        let typed = [json!({"type": "string"}), json!({"type": "integer"})];
+        assert!(keeps_alternatives(
+            &mut cx,
+            "oneOf",
+            &typed,
+            "p.oneOf",
+            "Gemini",
+            "Gemini has no oneOf"
+        ));
+        assert_eq!(
+            cx.notes[1].message,
+            "Exported `oneOf` as `anyOf` (Gemini has no oneOf); toolgate still checks that exactly one alternative matches"
+        );
+        assert!(keeps_alternatives(
+            &mut cx, "anyOf", &typed, "p.anyOf", "Gemini", "-"
+        ));
+        assert_eq!(cx.notes.len(), 2);
     }
 }

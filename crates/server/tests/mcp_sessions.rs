@@ -9,6 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
+use common::mcp::{self, message, rpc};
 use common::{Harness, Reply, principal};
 use serde_json::{Value, json};
 use toolgate_core::Quota;
@@ -37,57 +38,13 @@ fn limits(max: usize, per_principal: usize, idle: Duration) -> SessionLimits {
     }
 }
 
-/// POSTs one JSON-RPC message to /mcp, in a session or not.
-async fn rpc(h: &Harness, token: &str, session: Option<&str>, body: Value) -> Reply {
-    let mut headers = vec![("accept", "application/json, text/event-stream")];
-    if let Some(s) = session {
-        headers.push(("mcp-session-id", s));
-        headers.push(("mcp-protocol-version", "2025-11-25"));
-    }
-    h.send_with(Method::POST, "/mcp", Some(token), Some(body), &headers)
-        .await
-}
-
-/// The JSON-RPC message in an SSE reply (or the JSON body).
-fn message(reply: &Reply) -> Value {
-    if !reply.json.is_null() {
-        return reply.json.clone();
-    }
-    reply
-        .text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .next_back()
-        .unwrap_or(Value::Null)
-}
-
 /// `initialize` + `notifications/initialized`; the new session's id, or the refusal.
 async fn open(h: &Harness, token: &str) -> Result<String, Reply> {
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "sessions-test", "version": "1"}}});
-    let reply = rpc(h, token, None, init).await;
-    let Some(id) = reply.headers.get("mcp-session-id") else {
-        return Err(reply);
-    };
-    let id = id.to_str().unwrap().to_owned();
-    let done = rpc(
-        h,
-        token,
-        Some(&id),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    assert_eq!(done.status, StatusCode::ACCEPTED, "{}", done.text);
-    Ok(id)
+    mcp::try_open(h, token, "sessions-test").await
 }
 
 async fn opened(h: &Harness, token: &str) -> String {
-    match open(h, token).await {
-        Ok(id) => id,
-        Err(r) => panic!("no session: {} {}", r.status, r.text),
-    }
+    mcp::open(h, token, "sessions-test").await
 }
 
 fn refusal(opened: Result<String, Reply>) -> Reply {

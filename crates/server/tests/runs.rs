@@ -8,7 +8,8 @@
 mod common;
 
 use axum::http::{Method, StatusCode};
-use common::{Harness, Reply, principal};
+use common::mcp::{self, message, rpc};
+use common::{Harness, principal};
 use serde_json::{Value, json};
 use toolgate_core::{Budget, CallRequest, ErrorKind, Quota, RunId};
 use toolgate_runtime::Config;
@@ -267,31 +268,6 @@ async fn a_run_keeps_its_counters_across_a_restart() {
     h.cleanup().await;
 }
 
-/// POSTs one JSON-RPC message to /mcp, in a session or not.
-async fn rpc(h: &Harness, session: Option<&str>, body: Value) -> Reply {
-    let mut headers = vec![("accept", "application/json, text/event-stream")];
-    if let Some(s) = session {
-        headers.push(("mcp-session-id", s));
-        headers.push(("mcp-protocol-version", "2025-11-25"));
-    }
-    h.send_with(Method::POST, "/mcp", Some(ALICE), Some(body), &headers)
-        .await
-}
-
-/// The JSON-RPC message in an SSE reply (or the JSON body).
-fn message(reply: &Reply) -> Value {
-    if !reply.json.is_null() {
-        return reply.json.clone();
-    }
-    reply
-        .text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .next_back()
-        .unwrap_or(Value::Null)
-}
-
 async fn calculate(h: &Harness, session: &str, meta: Option<Value>) -> Value {
     let mut params = json!({"name": "calculator", "arguments": {"expression": "6 * 7"}});
     if let Some(meta) = meta {
@@ -299,6 +275,7 @@ async fn calculate(h: &Harness, session: &str, meta: Option<Value>) -> Value {
     }
     let reply = rpc(
         h,
+        ALICE,
         Some(session),
         json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}),
     )
@@ -307,36 +284,28 @@ async fn calculate(h: &Harness, session: &str, meta: Option<Value>) -> Value {
     message(&reply)["result"].clone()
 }
 
-#[tokio::test]
-async fn an_mcp_session_is_a_run_and_a_call_may_name_another_in_meta() {
-    let h = harness().await;
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "runs-test", "version": "1"}}});
-    let reply = rpc(&h, None, init).await;
-    let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
-    let done = rpc(
-        &h,
-        Some(&session),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    assert_eq!(done.status, StatusCode::ACCEPTED, "{}", done.text);
-    for _ in 0..3 {
-        let result = calculate(&h, &session, None).await;
-        assert_eq!(result["isError"], false, "{result}");
-    }
-    let result = calculate(&h, &session, None).await;
+/// A `tools/call` result refused with `budget_exhausted`, its text naming the budget as `spent`.
+#[track_caller]
+fn assert_budget_exhausted(result: &Value, spent: &str) {
     assert_eq!(result["isError"], true, "{result}");
     assert_eq!(
         result["_meta"]["dev.toolgate/result"]["errorKind"], "budget_exhausted",
         "{result}"
     );
     let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("3 of its 3 tool calls (max_tool_calls)"),
-        "{text}"
-    );
+    assert!(text.contains(spent), "{text}");
+}
+
+#[tokio::test]
+async fn an_mcp_session_is_a_run_and_a_call_may_name_another_in_meta() {
+    let h = harness().await;
+    let session = mcp::open(&h, ALICE, "runs-test").await;
+    for _ in 0..3 {
+        let result = calculate(&h, &session, None).await;
+        assert_eq!(result["isError"], false, "{result}");
+    }
+    let result = calculate(&h, &session, None).await;
+    assert_budget_exhausted(&result, "3 of its 3 tool calls (max_tool_calls)");
     // The session's run is alice's, listed with its consumption.
     let listed = h.send(Method::GET, "/v1/runs", Some(ALICE), None).await;
     assert_eq!(listed.json["runs"][0]["toolCalls"], 3, "{}", listed.text);
@@ -363,17 +332,7 @@ async fn an_mcp_client_reports_turns_in_meta_and_max_turns_holds() {
         ..Config::default()
     };
     let h = Harness::with_config(options(), config).await;
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "runs-test", "version": "1"}}});
-    let reply = rpc(&h, None, init).await;
-    let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
-    rpc(
-        &h,
-        Some(&session),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
+    let session = mcp::open(&h, ALICE, "runs-test").await;
     // Two turns, each with a marked first call and an unmarked parallel one.
     for _ in 0..2 {
         let result = calculate(&h, &session, Some(json!({"toolgate/turn": true}))).await;
@@ -383,16 +342,7 @@ async fn an_mcp_client_reports_turns_in_meta_and_max_turns_holds() {
     }
     // A third turn: refused without running, the message naming the budget.
     let result = calculate(&h, &session, Some(json!({"toolgate/turn": true}))).await;
-    assert_eq!(result["isError"], true, "{result}");
-    assert_eq!(
-        result["_meta"]["dev.toolgate/result"]["errorKind"], "budget_exhausted",
-        "{result}"
-    );
-    let text = result["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("2 of its 2 model turns (max_turns)"),
-        "{text}"
-    );
+    assert_budget_exhausted(&result, "2 of its 2 model turns (max_turns)");
     let listed = h.send(Method::GET, "/v1/runs", Some(ALICE), None).await;
     assert_eq!(listed.json["runs"][0]["turns"], 2, "{}", listed.text);
     assert_eq!(listed.json["runs"][0]["toolCalls"], 4, "{}", listed.text);
@@ -409,6 +359,7 @@ async fn an_mcp_client_reports_turns_in_meta_and_max_turns_holds() {
     params["_meta"] = json!({"toolgate/turn": 1});
     let reply = rpc(
         &h,
+        ALICE,
         Some(&session),
         json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}),
     )

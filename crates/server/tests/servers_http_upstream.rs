@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
-use common::{Harness, principal};
+use common::{Harness, mcp, principal};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -93,60 +93,12 @@ async fn serve(seen: Seen) -> String {
     format!("http://{addr}/mcp")
 }
 
-/// The last JSON-RPC message of an SSE reply (or the JSON body).
-fn message(reply: &common::Reply) -> Value {
-    if !reply.json.is_null() {
-        return reply.json.clone();
-    }
-    reply
-        .text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .next_back()
-        .unwrap_or(Value::Null)
-}
-
 /// initialize, initialized, then one tools/call of `tool` over toolgate's MCP endpoint.
 async fn mcp_call(h: &Harness, token: &str, tool: &str, args: Value) -> Value {
-    let accept = ("accept", "application/json, text/event-stream");
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "passthrough-test", "version": "1"}}});
-    let reply = h
-        .send_with(Method::POST, "/mcp", Some(token), Some(init), &[accept])
-        .await;
-    let id = reply
-        .headers
-        .get("mcp-session-id")
-        .unwrap_or_else(|| panic!("no MCP session: {}", reply.text))
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let headers = [
-        accept,
-        ("mcp-session-id", id.as_str()),
-        ("mcp-protocol-version", "2025-11-25"),
-    ];
-    h.send_with(
-        Method::POST,
-        "/mcp",
-        Some(token),
-        Some(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
-        &headers,
-    )
-    .await;
-    let reply = h
-        .send_with(
-            Method::POST,
-            "/mcp",
-            Some(token),
-            Some(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": tool, "arguments": args}})),
-            &headers,
-        )
-        .await;
-    message(&reply)
+    let session = mcp::open(h, token, "passthrough-test").await;
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": tool, "arguments": args}});
+    mcp::message(&mcp::rpc(h, token, Some(&session), body).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

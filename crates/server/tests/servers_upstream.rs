@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
+use common::mcp::{self, message};
 use common::{Harness, Reply, principal};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -145,66 +146,19 @@ struct Mcp<'a> {
     next: u64,
 }
 
-/// The last JSON-RPC message of an SSE reply (or the JSON body).
-fn message(reply: &Reply) -> Value {
-    if !reply.json.is_null() {
-        return reply.json.clone();
-    }
-    reply
-        .text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .next_back()
-        .unwrap_or(Value::Null)
-}
-
 impl<'a> Mcp<'a> {
     async fn open(h: &'a Harness, token: &'a str) -> Mcp<'a> {
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "servers-upstream-test", "version": "1"}}});
-        let reply = h
-            .send_with(
-                Method::POST,
-                "/mcp",
-                Some(token),
-                Some(init),
-                &[("accept", "application/json, text/event-stream")],
-            )
-            .await;
-        let id = reply
-            .headers
-            .get("mcp-session-id")
-            .unwrap_or_else(|| panic!("no MCP session: {}", reply.text))
-            .to_str()
-            .unwrap()
-            .to_owned();
-        let mut mcp = Mcp {
+        let id = mcp::open(h, token, "servers-upstream-test").await;
+        Mcp {
             h,
             token,
             id,
             next: 1,
-        };
-        mcp.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        mcp
+        }
     }
 
     async fn post(&mut self, body: Value) -> Reply {
-        self.h
-            .send_with(
-                Method::POST,
-                "/mcp",
-                Some(self.token),
-                Some(body),
-                &[
-                    ("accept", "application/json, text/event-stream"),
-                    ("mcp-session-id", &self.id),
-                    ("mcp-protocol-version", "2025-11-25"),
-                ],
-            )
-            .await
+        mcp::rpc(self.h, self.token, Some(&self.id), body).await
     }
 
     async fn request(&mut self, method: &str, params: Value) -> Value {
@@ -498,15 +452,10 @@ async fn an_upstream_dying_mid_call_fails_it_unavailable_and_cancellation_reache
 
     // MCP cancellation: notifications/cancelled for a call in flight reaches the upstream.
     let session = mcp.id.clone();
-    let headers = [
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-session-id", session.as_str()),
-        ("mcp-protocol-version", "2025-11-25"),
-    ];
     let pending = {
         let body = json!({"jsonrpc": "2.0", "id": 777, "method": "tools/call",
             "params": {"name": "py__slow", "arguments": {"seconds": 30}}});
-        h.send_with(Method::POST, "/mcp", Some(ADMIN), Some(body), &headers)
+        mcp::rpc(&h, ADMIN, Some(&session), body)
     };
     // The marker is looked for while the call is still held (dropping it would cancel it
     // by another way).

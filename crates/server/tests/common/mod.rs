@@ -4,6 +4,8 @@
 #![cfg(test)]
 #![allow(dead_code, unused_imports)]
 
+pub mod mcp;
+
 use std::ops::Deref;
 use std::path::Path;
 
