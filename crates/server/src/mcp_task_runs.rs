@@ -82,7 +82,9 @@ pub(crate) fn start(
 ) -> Result<CreateTaskResult, McpError> {
     let now = Utc::now();
     let id = CallId::new();
-    call = call.call_id(id);
+    // Its start is committed before it runs, whatever the tool's effect: another instance
+    // answers tasks/get and tasks/cancel for it from that entry.
+    call = call.call_id(id).record_start();
     let run = Arc::new(Run {
         principal: caller.principal.id.as_str().to_owned(),
         tool: call.tool.clone(),
@@ -275,9 +277,13 @@ mod tests {
     use crate::auth::Caller;
     use crate::{Gateway, GatewayOptions};
 
-    /// An instance on the database at `path` whose tool `long` (it changes things, so its
+    /// An instance on the database at `path` whose tool `long` (of `effect`; run as a task, its
     /// start is in the audit log before it runs) notifies `started` and waits until cancelled.
-    async fn instance(path: &std::path::Path, started: Arc<tokio::sync::Notify>) -> Arc<Gateway> {
+    async fn instance(
+        path: &std::path::Path,
+        started: Arc<tokio::sync::Notify>,
+        effect: toolgate_core::Effect,
+    ) -> Arc<Gateway> {
         let store = toolgate_store::Store::open(
             &toolgate_store::DbUrl::Sqlite(path.to_owned()),
             &toolgate_store::StoreOptions::default(),
@@ -286,7 +292,7 @@ mod tests {
         .unwrap();
         let tool = ToolBuilder::new("long", "Waits until cancelled; for tests.")
             .tasks(TaskSupport::Optional)
-            .effect(toolgate_core::Effect::SideEffect)
+            .effect(effect)
             .handler(move |_, ctx| {
                 started.notify_one();
                 async move {
@@ -303,11 +309,22 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancel_sent_to_another_instance_reaches_the_run() {
+        cancel_across_instances(toolgate_core::Effect::SideEffect).await;
+    }
+
+    /// A read-only tool writes no start entry for a direct call; run as a task it does, so the
+    /// other instance finds it while it runs.
+    #[tokio::test]
+    async fn a_read_only_task_is_read_and_cancelled_on_another_instance() {
+        cancel_across_instances(toolgate_core::Effect::Read).await;
+    }
+
+    async fn cancel_across_instances(effect: toolgate_core::Effect) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
         let started = Arc::new(tokio::sync::Notify::new());
-        let one = instance(&path, Arc::clone(&started)).await;
-        let two = instance(&path, Arc::new(tokio::sync::Notify::new())).await;
+        let one = instance(&path, Arc::clone(&started), effect).await;
+        let two = instance(&path, Arc::new(tokio::sync::Notify::new()), effect).await;
         let shutdown = toolgate_core::CancellationToken::new();
         tokio::spawn(crate::mcp_tasks::follow_cancels(
             Arc::clone(&one),
@@ -324,6 +341,12 @@ mod tests {
         assert!(!one.task_runs.cancel_here(call, "someone-else"));
         let read = super::get(&one, &caller, &id, call).await.unwrap();
         assert_eq!(read.task.status(), rmcp::model::TaskStatus::Working);
+        let elsewhere = super::get(&two, &caller, &id, call).await.unwrap();
+        assert_eq!(
+            elsewhere.task.status(),
+            rmcp::model::TaskStatus::Working,
+            "{elsewhere:?}"
+        );
         // tasks/cancel sent to the other instance: it reads the task as working from the audit
         // log's start entry and asks through the store (the cluster test, scripts/cluster.py,
         // sends the real tasks/cancel over PostgreSQL).

@@ -44,6 +44,10 @@ pub struct CallRequest {
     pub cancelled_by: crate::CancelNote,
     /// The run whose budget this call is counted against (`None`: not counted).
     pub run: Option<crate::RunId>,
+    /// Commit a `started` audit entry before the call runs whatever the tool's effect (a call
+    /// that changes things always gets one): set for a background task, so that another instance
+    /// on the same database finds it while it runs.
+    pub record_start: bool,
 }
 
 impl CallRequest {
@@ -70,7 +74,16 @@ impl CallRequest {
             origin: None,
             cancelled_by: crate::CancelNote::default(),
             run: None,
+            record_start: false,
         }
+    }
+
+    /// Commits a `started` audit entry before the call runs, even for a read-only tool (see
+    /// [`CallRequest::record_start`](Self#structfield.record_start)).
+    #[must_use]
+    pub fn record_start(mut self) -> Self {
+        self.record_start = true;
+        self
     }
 
     /// Counts the call against `run`'s budget (see [`crate::RunBudgetStage`]).

@@ -16,7 +16,8 @@ use crate::Store;
 pub const LARGE_OUTPUT_BYTES: usize = 10 * 1024;
 
 /// A pipeline stage (add it with `PipelineBuilder::stage`) that, for tools whose effect is
-/// `write`, `delete` or `side_effect`, commits a `started` audit entry before the call runs — and
+/// `write`, `delete` or `side_effect` and for calls asking for it (`CallRequest::record_start`,
+/// background tasks), commits a `started` audit entry before the call runs — and
 /// refuses the call with an `unavailable` error if it cannot — and that keeps outputs larger than
 /// [`LARGE_OUTPUT_BYTES`] apart, setting the call's `output_ref`.
 ///
@@ -51,10 +52,11 @@ impl Stage for AuditStage {
     fn run<'a>(&'a self, call: &'a mut Call, next: Next<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             if let Some(spec) = call.spec()
-                && matches!(
-                    spec.effect(),
-                    Effect::Write | Effect::Delete | Effect::SideEffect
-                )
+                && (call.request.record_start
+                    || matches!(
+                        spec.effect(),
+                        Effect::Write | Effect::Delete | Effect::SideEffect
+                    ))
             {
                 let entry = AuditStart {
                     call_id: call.request.call_id,
@@ -66,8 +68,13 @@ impl Stage for AuditStage {
                 };
                 if let Err(e) = self.store.audit_started(&entry).await {
                     tracing::error!(error = %ErrorChain(&e), tool = %entry.tool, call_id = %entry.call_id, "cannot write the audit log; call refused");
+                    let why = if call.request.record_start {
+                        "runs as a task"
+                    } else {
+                        "changes things"
+                    };
                     return Err(ToolError::unavailable(format!(
-                        "The call was not run: `{}` changes things, and toolgate records such calls in the audit log before running them, but the audit log cannot be written ({})",
+                        "The call was not run: `{}` {why}, and toolgate records such calls in the audit log before running them, but the audit log cannot be written ({})",
                         entry.tool,
                         ErrorChain(&e)
                     ))
