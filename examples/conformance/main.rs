@@ -1,6 +1,7 @@
 //! The tools the official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16)
 //! calls, served by a real toolgate gateway: text, image, audio, embedded and mixed content,
-//! logging, errors, progress, sampling and elicitation — every call through the production
+//! logging, errors, progress, sampling and elicitation, and (for 0.2 under MCP 2026-07-28) the
+//! input-required-result tools — every call through the production
 //! runtime (`toolgate_runtime::Runtime`, the pipeline `toolgate serve` runs, sandbox executor and
 //! policy client included). The binary is its own sandbox launcher (`main` calls
 //! `toolgate_sandbox::hidden_main` first).
@@ -14,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::{
-    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, SamplingRequest, TaskSupport,
-    Tool, ToolBuilder, ToolError,
+    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, Root, SamplingRequest,
+    TaskSupport, Tool, ToolBuilder, ToolError,
 };
 use toolgate_runtime::{Runtime, RuntimeOptions};
 use toolgate_server::{Gateway, ServerOptions};
@@ -304,6 +305,178 @@ fn tools() -> Vec<Arc<dyn Tool>> {
             ))
         }),
     ));
+    // Input-required results (MCP 2026-07-28, SEP-2322; conformance 0.2 `input-required-result-*`):
+    // tools that ask their client through toolgate's client bridge with named questions. Over a
+    // session they ask directly; under 2026-07-28 toolgate answers the call with the questions
+    // and runs the tool again when the client sends the answers.
+    tools.push(Arc::new(
+        tool(
+            "test_input_required_result_elicitation",
+            "Asks the client's user their name (elicitation, key user_name) and greets them.",
+        )
+        .handler(|_, ctx| async move {
+            let answer = ctx
+                .client("elicitation")?
+                .elicit_as("user_name", "What is your name?".into(), name_form())
+                .await?;
+            Ok(json!(greeting(&answer)))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_input_required_result_sampling",
+            "Asks the client's model the capital of France (sampling, key capital_question).",
+        )
+        .handler(|_, ctx| async move {
+            let reply = ctx
+                .client("sampling")?
+                .sample_as("capital_question", capital_question())
+                .await?;
+            Ok(json!(format!("The model answered: {}", reply.text)))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_input_required_result_list_roots",
+            "Asks the client for its roots (roots/list, key client_roots) and lists them.",
+        )
+        .handler(|_, ctx| async move {
+            let roots = ctx
+                .client("its roots")?
+                .list_roots_as("client_roots")
+                .await?;
+            Ok(json!(describe_roots(&roots)))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_input_required_result_request_state",
+            "Asks the client's user to confirm (key confirm_state); its second round runs only with the requestState toolgate issued (state-ok).",
+        )
+        .handler(|_, ctx| async move {
+            let answer = ctx
+                .client("elicitation")?
+                .elicit_as("confirm_state", "Please confirm".into(), ok_form())
+                .await?;
+            Ok(json!(format!("state-ok: {}", describe("confirmation", &answer))))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_input_required_result_tampered_state",
+            "Asks the client's user to confirm (key confirm_tampered); an altered requestState is refused by toolgate.",
+        )
+        .handler(|_, ctx| async move {
+            let answer = ctx
+                .client("elicitation")?
+                .elicit_as("confirm_tampered", "Please confirm".into(), ok_form())
+                .await?;
+            Ok(json!(describe("confirmation", &answer)))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_input_required_result_multiple_inputs",
+            "Asks at once for the user's name, a greeting from the client's model and the client's roots.",
+        )
+        .handler(|_, ctx| async move {
+            let client = ctx.client("its user, model and roots")?;
+            let (answer, reply, roots) = tokio::join!(
+                client.elicit_as("user_name", "What is your name?".into(), name_form()),
+                client.sample_as(
+                    "greeting",
+                    SamplingRequest {
+                        prompt: "Generate a greeting".into(),
+                        system_prompt: None,
+                        max_tokens: 50,
+                    }
+                ),
+                client.list_roots_as("client_roots"),
+            );
+            let (answer, reply, roots) = (answer?, reply?, roots?);
+            Ok(json!(format!(
+                "{} The model says: {}. {}",
+                greeting(&answer),
+                reply.text,
+                describe_roots(&roots)
+            )))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_input_required_result_multi_round",
+            "Asks the user's name (step1), then their favourite colour (step2): two rounds of questions.",
+        )
+        .handler(|_, ctx| async move {
+            let client = ctx.client("elicitation")?;
+            let name = client
+                .elicit_as("step1", "Step 1: What is your name?".into(), name_form())
+                .await?;
+            let color_form = json!({
+                "type": "object",
+                "properties": { "color": { "type": "string" } },
+                "required": ["color"]
+            });
+            let color = client
+                .elicit_as(
+                    "step2",
+                    "Step 2: What is your favorite color?".into(),
+                    color_form,
+                )
+                .await?;
+            Ok(json!(format!(
+                "{} {}",
+                greeting(&name),
+                describe("Favourite colour", &color)
+            )))
+        }),
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_input_required_result_capabilities",
+            "Asks for every kind of input the client declared it can give (elicitation, sampling, roots), and only those.",
+        )
+        .handler(|_, ctx| async move {
+            let client = ctx.client("input")?;
+            let mut asked = Vec::new();
+            let (answer, reply, roots) = tokio::join!(
+                async {
+                    if client.can_elicit() {
+                        Some(client.elicit_as("user_name", "What is your name?".into(), name_form()).await)
+                    } else {
+                        None
+                    }
+                },
+                async {
+                    if client.can_sample() {
+                        Some(client.sample_as("capital_question", capital_question()).await)
+                    } else {
+                        None
+                    }
+                },
+                async {
+                    if client.can_list_roots() {
+                        Some(client.list_roots_as("client_roots").await)
+                    } else {
+                        None
+                    }
+                },
+            );
+            if let Some(answer) = answer {
+                asked.push(greeting(&answer?));
+            }
+            if let Some(reply) = reply {
+                asked.push(format!("The model answered: {}", reply?.text));
+            }
+            if let Some(roots) = roots {
+                asked.push(describe_roots(&roots?));
+            }
+            if asked.is_empty() {
+                asked.push("The client declared no kind of input, so nothing was asked.".into());
+            }
+            Ok(json!(asked.join(" ")))
+        }),
+    ));
     tools.push(Arc::new(
         tool(
             "test_confirmed_action_runs",
@@ -323,6 +496,54 @@ fn tools() -> Vec<Arc<dyn Tool>> {
             .handler(|args, _| async move { Ok(json!(format!("Received: {args}"))) }),
     ));
     tools
+}
+
+/// A form asking for a name.
+fn name_form() -> Value {
+    json!({
+        "type": "object",
+        "properties": { "name": { "type": "string" } },
+        "required": ["name"]
+    })
+}
+
+/// A form asking for a yes.
+fn ok_form() -> Value {
+    json!({
+        "type": "object",
+        "properties": { "ok": { "type": "boolean" } },
+        "required": ["ok"]
+    })
+}
+
+fn capital_question() -> SamplingRequest {
+    SamplingRequest {
+        prompt: "What is the capital of France?".into(),
+        system_prompt: None,
+        max_tokens: 100,
+    }
+}
+
+/// `Hello, <name>!` for a filled-in name form, else what the user did.
+fn greeting(answer: &ElicitAnswer) -> String {
+    match answer {
+        ElicitAnswer::Accept(content) => match content.get("name").and_then(Value::as_str) {
+            Some(name) => format!("Hello, {name}!"),
+            None => describe("Name form", answer),
+        },
+        _ => describe("Name form", answer),
+    }
+}
+
+fn describe_roots(roots: &[Root]) -> String {
+    let listed: Vec<String> = roots
+        .iter()
+        .map(|r| match &r.name {
+            Some(name) => format!("{name} ({})", r.uri),
+            None => r.uri.clone(),
+        })
+        .collect();
+    format!("Client roots: {}", listed.join(", "))
 }
 
 fn describe(prefix: &str, answer: &ElicitAnswer) -> String {

@@ -281,6 +281,15 @@ pub enum ElicitAnswer {
     Cancel,
 }
 
+/// A root the client exposes (a directory or file the user opened; MCP `roots/list`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Root {
+    /// Its URI (`file:///home/me/project`).
+    pub uri: String,
+    /// Its name, as the client shows it.
+    pub name: Option<String>,
+}
+
 /// The client connected to the current call (an MCP session): where log messages go, and who
 /// can answer sampling and elicitation requests. Implemented by the server's MCP adapter.
 pub trait ClientBridge: Send + Sync {
@@ -302,6 +311,50 @@ pub trait ClientBridge: Send + Sync {
         message: String,
         schema: Value,
     ) -> BoxFuture<'_, Result<ElicitAnswer, ToolError>>;
+
+    /// Whether the client declared it can list its roots.
+    fn can_list_roots(&self) -> bool {
+        false
+    }
+
+    /// Asks the client for its roots.
+    fn list_roots(&self) -> BoxFuture<'_, Result<Vec<Root>, ToolError>> {
+        Box::pin(std::future::ready(Err(ToolError::unavailable(
+            "This client connection cannot list the client's roots",
+        )
+        .permanent())))
+    }
+
+    /// [`elicit`](Self::elicit), naming the question `key`. A client that answers over a
+    /// stateless revision (MCP 2026-07-28) is asked in an input-required result, where `key`
+    /// names the question and its answer on the next round: a tool that asks several questions
+    /// gives each its own key, the same on every round. A live session ignores the key.
+    fn elicit_as(
+        &self,
+        key: &str,
+        message: String,
+        schema: Value,
+    ) -> BoxFuture<'_, Result<ElicitAnswer, ToolError>> {
+        let _ = key;
+        self.elicit(message, schema)
+    }
+
+    /// [`sample`](Self::sample), naming the question `key` (see [`elicit_as`](Self::elicit_as)).
+    fn sample_as(
+        &self,
+        key: &str,
+        request: SamplingRequest,
+    ) -> BoxFuture<'_, Result<SamplingReply, ToolError>> {
+        let _ = key;
+        self.sample(request)
+    }
+
+    /// [`list_roots`](Self::list_roots), naming the question `key` (see
+    /// [`elicit_as`](Self::elicit_as)).
+    fn list_roots_as(&self, key: &str) -> BoxFuture<'_, Result<Vec<Root>, ToolError>> {
+        let _ = key;
+        self.list_roots()
+    }
 }
 
 /// The context of one attempt of one call.

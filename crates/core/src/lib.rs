@@ -59,7 +59,7 @@ pub use content::{
 };
 pub use context::{
     AuthClaims, ClientBridge, ElicitAnswer, Extensions, HttpClient, HttpRequest, HttpResponse,
-    LogLevel, Principal, ProgressSink, SamplingReply, SamplingRequest, ToolContext,
+    LogLevel, Principal, ProgressSink, Root, SamplingReply, SamplingRequest, ToolContext,
 };
 pub use definition::{
     Category, Consequence, Constraints, Effect, Isolation, ParamType, Parameter, RUN_KINDS,

@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use toolgate_core::ErrorChain;
 use toolgate_core::{
     ApprovalHandler, ApprovalRequest, BoxFuture, CallRequest, CancellationToken, ClientBridge,
-    Decision, ElicitAnswer, LogLevel, Outcome, ProgressSink, SamplingReply, SamplingRequest,
+    Decision, ElicitAnswer, LogLevel, Outcome, ProgressSink, Root, SamplingReply, SamplingRequest,
     ToolError, ToolResult,
 };
 use toolgate_export::{ExportFormat, ExportOptions};
@@ -487,14 +487,70 @@ impl McpHandler {
         let version = context.protocol_version();
         let old_revision = is_2025_03_26(version.as_ref());
         let stateless = is_2026_07_28(version.as_ref());
-        let (can_elicit, can_sample) = peer.peer_info().map_or((false, false), |info| {
-            (
-                // Elicitation came with 2025-06-18: a 2025-03-26 client is never asked. Under
-                // 2026-07-28 the server sends no requests of its own.
-                info.capabilities.elicitation.is_some() && !old_revision && !stateless,
-                info.capabilities.sampling.is_some() && !stateless,
-            )
-        });
+        let (can_elicit, can_sample, can_list_roots) =
+            peer.peer_info().map_or((false, false, false), |info| {
+                (
+                    // Elicitation came with 2025-06-18: a 2025-03-26 client is never asked. Under
+                    // 2026-07-28 the server sends no requests of its own (see `round` below).
+                    info.capabilities.elicitation.is_some() && !old_revision && !stateless,
+                    info.capabilities.sampling.is_some() && !stateless,
+                    info.capabilities.roots.is_some() && !stateless,
+                )
+            });
+        // Under 2026-07-28 a call asks its client through input-required results (see
+        // mcp_input): each round runs the tool again with the answers so far, those carried by
+        // the requestState of the round before (bound to this principal, tool and arguments)
+        // and those the client sends. Only for the kinds of input the request's `_meta` client
+        // capabilities declare. A call answered with a task waits as a durable approval
+        // instead (see mcp_tasks).
+        let round = if stateless && !as_task {
+            let carried = match &request_state {
+                Some(state) => {
+                    let carried = crate::mcp_input::redeem(
+                        self.gw.store(),
+                        state,
+                        caller.principal.id.as_str(),
+                        &name,
+                        &arguments,
+                    )
+                    .await
+                    .map_err(|e| {
+                        McpError::internal_error(
+                            format!("reading the requestState from the store failed: {e}"),
+                            None,
+                        )
+                    })?;
+                    if carried.is_none() {
+                        return Err(McpError::invalid_params(
+                            "requestState is not one this server issued for this call: it is unknown, altered, already used, expired (after 10 minutes), or for another call or principal. Call the tool again without requestState and inputResponses.",
+                            None,
+                        ));
+                    }
+                    carried
+                }
+                None => None,
+            };
+            let declared = context.client_capabilities();
+            let can = crate::mcp_input::Can {
+                elicit: declared.as_ref().is_some_and(|c| c.elicitation.is_some()),
+                sample: declared.as_ref().is_some_and(|c| c.sampling.is_some()),
+                list_roots: declared.as_ref().is_some_and(|c| c.roots.is_some()),
+            };
+            let round = crate::mcp_input::Round::new(can, carried, input_responses).map_err(
+                |crate::mcp_input::RoundError::TooLarge(bytes)| {
+                    McpError::invalid_params(
+                        format!(
+                            "inputResponses weigh {bytes} bytes, more than the {} a call's answers may; send only the answers the input-required result asked for",
+                            crate::mcp_input::MAX_ANSWERS_BYTES
+                        ),
+                        None,
+                    )
+                },
+            )?;
+            Some(Arc::new(round))
+        } else {
+            None
+        };
         // Under 2026-07-28 a request opts in to log messages with `_meta` logLevel; without it
         // it gets none. Before, the session's `logging/setLevel` decides.
         let log_floor = if stateless {
@@ -512,64 +568,16 @@ impl McpHandler {
             peer,
             can_elicit,
             can_sample,
+            can_list_roots,
+            round: round.clone(),
             outbox: std::sync::Mutex::new(Some(tx)),
             session: Arc::clone(&self.session),
             log_floor,
             progress: context.meta.get_progress_token(),
             request: context.id.clone(),
         });
-        // Under 2026-07-28 a client that can ask its user is asked through an input-required
-        // result (see mcp_input): a first round records the question, a second one carries the
-        // answer and the requestState of the first, bound to this principal, tool and arguments.
-        // A call answered with a task waits as a durable approval instead (see mcp_tasks).
-        let client_elicits = stateless
-            && !as_task
-            && context
-                .client_capabilities()
-                .is_some_and(|c| c.elicitation.is_some());
-        let mut next_round: Option<(Arc<crate::mcp_input::AskNextRound>, String, Value)> = None;
-        let mut answered: Option<Decision> = None;
-        if client_elicits {
-            let principal = caller.principal.id.as_str();
-            let answer = match &request_state {
-                Some(state) => {
-                    let redeemed = crate::mcp_input::redeem(
-                        self.gw.store(),
-                        state,
-                        principal,
-                        &name,
-                        &arguments,
-                    )
-                    .await
-                    .map_err(|e| {
-                        McpError::internal_error(
-                            format!("reading the requestState from the store failed: {e}"),
-                            None,
-                        )
-                    })?;
-                    if !redeemed {
-                        return Err(McpError::invalid_params(
-                            "requestState is not one this server issued for this call: it is unknown, already used, expired (after 10 minutes), or for another call or principal. Call the tool again without requestState and inputResponses.",
-                            None,
-                        ));
-                    }
-                    crate::mcp_input::answer_of(input_responses.as_ref())
-                }
-                None => None,
-            };
-            match answer {
-                Some(answer) => answered = Some(elicited_decision(answer)),
-                None => {
-                    next_round = Some((
-                        Arc::new(crate::mcp_input::AskNextRound::default()),
-                        name.clone(),
-                        arguments.clone(),
-                    ));
-                }
-            }
-        }
-        let mut call =
-            CallRequest::new(name, arguments).client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
+        let mut call = CallRequest::new(name.clone(), arguments.clone())
+            .client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
         // Where the call came from: the client as it introduced itself in `initialize`.
         if let Some(info) = context.peer.peer_info() {
             call = call.origin(toolgate_core::CallOrigin::mcp(
@@ -579,10 +587,8 @@ impl McpHandler {
         }
         // A client that can ask its user does; otherwise the call waits as a durable approval
         // (the pipeline's default gate) and the result names it.
-        if let Some(decision) = answered {
-            call = call.approval(Arc::new(crate::mcp_input::Answered(decision)));
-        } else if let Some((ask, _, _)) = &next_round {
-            call = call.approval(Arc::clone(ask) as Arc<dyn ApprovalHandler>);
+        if let Some(round) = round.as_ref().filter(|r| r.can_elicit()) {
+            call = call.approval(Arc::new(crate::mcp_input::Confirm(Arc::clone(round))));
         } else if bridge.can_elicit() && !as_task {
             call = call.approval(Arc::new(ElicitApproval {
                 bridge: Arc::clone(&bridge),
@@ -624,22 +630,34 @@ impl McpHandler {
         if as_task && let Some(task) = crate::mcp_tasks::created(&self.gw, &result).await? {
             return Ok(CallToolResponse::Task(task));
         }
-        if let Some((ask, name, arguments)) = next_round
-            && let Some(message) = ask.asked()
+        // A call that failed on an answer that is not the kind of result its question asks for
+        // (a number for a form): the request is invalid.
+        if let Some(round) = &round
+            && !result.is_ok()
+            && let Some(why) = round.malformed()
+        {
+            return Err(McpError::invalid_params(why, None));
+        }
+        // A round that asked the client something, and whose call did not get through without
+        // it, is answered with the questions and the state of the next round.
+        if let Some(round) = &round
+            && !result.is_ok()
+            && let Some((requests, carried)) = round.next()
         {
             let token = crate::mcp_input::issue(
                 self.gw.store(),
                 caller.principal.id.as_str(),
                 &name,
                 &arguments,
+                &carried,
             )
             .await
             .map_err(|e| {
                 McpError::internal_error(format!("storing the requestState failed: {e}"), None)
             })?;
-            let input = crate::mcp_input::input_required(message, token)
-                .map_err(|e| McpError::internal_error(e, None))?;
-            return Ok(CallToolResponse::InputRequired(input));
+            return Ok(CallToolResponse::InputRequired(
+                crate::mcp_input::input_required(requests, token),
+            ));
         }
         let mut result = call_result(result);
         if old_revision {
@@ -747,6 +765,10 @@ struct Bridge {
     peer: Peer<RoleServer>,
     can_elicit: bool,
     can_sample: bool,
+    can_list_roots: bool,
+    /// Under 2026-07-28: the round that answers and records the call's questions instead of
+    /// requests to the client.
+    round: Option<Arc<crate::mcp_input::Round>>,
     outbox: std::sync::Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
     session: Arc<Session>,
     log_floor: LogFloor,
@@ -812,14 +834,92 @@ impl ClientBridge for Bridge {
     }
 
     fn can_elicit(&self) -> bool {
-        self.can_elicit
+        self.round
+            .as_ref()
+            .map_or(self.can_elicit, |r| r.can_elicit())
     }
 
     fn can_sample(&self) -> bool {
-        self.can_sample
+        self.round
+            .as_ref()
+            .map_or(self.can_sample, |r| r.can_sample())
+    }
+
+    fn can_list_roots(&self) -> bool {
+        self.round
+            .as_ref()
+            .map_or(self.can_list_roots, |r| r.can_list_roots())
     }
 
     fn sample(&self, request: SamplingRequest) -> BoxFuture<'_, Result<SamplingReply, ToolError>> {
+        match &self.round {
+            Some(round) => self.sample_as(&round.auto_key("sampling"), request),
+            None => self.sample_as("", request),
+        }
+    }
+
+    fn elicit(
+        &self,
+        message: String,
+        schema: Value,
+    ) -> BoxFuture<'_, Result<ElicitAnswer, ToolError>> {
+        match &self.round {
+            Some(round) => self.elicit_as(&round.auto_key("elicitation"), message, schema),
+            None => self.elicit_as("", message, schema),
+        }
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<Vec<Root>, ToolError>> {
+        match &self.round {
+            Some(round) => self.list_roots_as(&round.auto_key("roots")),
+            None => self.list_roots_as(""),
+        }
+    }
+
+    fn list_roots_as(&self, key: &str) -> BoxFuture<'_, Result<Vec<Root>, ToolError>> {
+        if let Some(round) = &self.round {
+            return Box::pin(std::future::ready(round.list_roots(key)));
+        }
+        Box::pin(async move {
+            if !self.can_list_roots {
+                return Err(ToolError::unavailable(
+                    "The MCP client did not declare the roots capability, so it cannot list its roots",
+                )
+                .permanent());
+            }
+            let request = rmcp::model::ServerRequest::ListRootsRequest(
+                rmcp::model::ListRootsRequest::default(),
+            );
+            let reply = match self.ask(request).await {
+                Ok(rmcp::model::ClientResult::ListRootsResult(reply)) => Ok(reply),
+                Ok(_) => Err(rmcp::ServiceError::UnexpectedResponse),
+                Err(e) => Err(e),
+            };
+            let reply = reply.map_err(|e| {
+                ToolError::execution(format!(
+                    "The MCP client's roots/list request failed: {}",
+                    ErrorChain(&e)
+                ))
+            })?;
+            Ok(reply
+                .roots
+                .into_iter()
+                .map(|root| Root {
+                    uri: root.uri,
+                    name: root.name,
+                })
+                .collect())
+        })
+    }
+
+    fn sample_as(
+        &self,
+        key: &str,
+        request: SamplingRequest,
+    ) -> BoxFuture<'_, Result<SamplingReply, ToolError>> {
+        if let Some(round) = &self.round {
+            return Box::pin(std::future::ready(round.sample(key, request)));
+        }
         Box::pin(async move {
             if !self.can_sample() {
                 return Err(ToolError::unavailable(
@@ -867,11 +967,15 @@ impl ClientBridge for Bridge {
         })
     }
 
-    fn elicit(
+    fn elicit_as(
         &self,
+        key: &str,
         message: String,
         schema: Value,
     ) -> BoxFuture<'_, Result<ElicitAnswer, ToolError>> {
+        if let Some(round) = &self.round {
+            return Box::pin(std::future::ready(round.elicit(key, message, schema)));
+        }
         Box::pin(async move {
             if !self.can_elicit() {
                 return Err(ToolError::unavailable(

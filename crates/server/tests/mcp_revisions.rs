@@ -601,3 +601,236 @@ async fn under_2026_07_28_confirmation_is_an_input_required_round_trip_with_expl
     assert!(!written(&h, "g.txt").await);
     h.cleanup().await;
 }
+
+/// A tool that asks its client's user a name, then a colour (two rounds under 2026-07-28), and
+/// counts its completed runs in `runs`; `confirmed` makes it need a yes first.
+fn asking_tool(
+    name: &str,
+    confirmed: bool,
+    runs: std::sync::Arc<std::sync::atomic::AtomicU32>,
+) -> std::sync::Arc<dyn toolgate_core::Tool> {
+    let form = |field: &str| json!({"type": "object", "properties": {field: {"type": "string"}}, "required": [field]});
+    let text = |answer: toolgate_core::ElicitAnswer, field: &str| match answer {
+        toolgate_core::ElicitAnswer::Accept(m) => m[field].as_str().unwrap_or("?").to_owned(),
+        other => format!("{other:?}"),
+    };
+    std::sync::Arc::new(
+        toolgate_core::ToolBuilder::new(name, "Asks a name and a colour; for tests.")
+            .effect(toolgate_core::Effect::Write)
+            .requires_confirmation(confirmed)
+            .handler(move |_, ctx| {
+                let runs = std::sync::Arc::clone(&runs);
+                async move {
+                    let client = ctx.client("elicitation")?;
+                    let who = client
+                        .elicit_as("user_name", "Your name?".into(), form("name"))
+                        .await?;
+                    let colour = client
+                        .elicit_as("colour", "Your colour?".into(), form("colour"))
+                        .await?;
+                    runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok(json!(format!(
+                        "{} likes {}",
+                        text(who, "name"),
+                        text(colour, "colour")
+                    )))
+                }
+            }),
+    )
+}
+
+const BOB: &str = "bob-token";
+
+/// A `tools/call` of `tool` under 2026-07-28 by `token` declaring `capabilities`, with `extra`
+/// params (`inputResponses`, `requestState`): the JSON-RPC reply.
+async fn ask(h: &Harness, token: &str, tool: &str, capabilities: Value, extra: Value) -> Value {
+    let mut params = json!({"name": tool, "arguments": {}});
+    if let (Some(p), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(extra.clone());
+    }
+    message(&stateless_with(h, token, "tools/call", params, capabilities).await)
+}
+
+fn accept(field: &str, value: Value) -> Value {
+    json!({"action": "accept", "content": {field: value}})
+}
+
+#[tokio::test]
+async fn under_2026_07_28_a_tool_asks_its_client_in_rounds_with_a_state_bound_to_the_call() {
+    let h = Harness::new(vec![
+        principal("alice", &["tool.*"], None, ALICE, Quota::default()),
+        principal("bob", &["tool.*"], None, BOB, Quota::default()),
+    ])
+    .await;
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    h.gw.registry()
+        .register_all(
+            vec![
+                asking_tool("ask_free", false, std::sync::Arc::clone(&runs)),
+                asking_tool("ask_confirmed", true, std::sync::Arc::clone(&runs)),
+            ],
+            false,
+        )
+        .unwrap();
+    let elicits = json!({"elicitation": {}});
+    let state_of = |reply: &Value| {
+        assert_eq!(reply["result"]["resultType"], "input_required", "{reply}");
+        reply["result"]["requestState"].as_str().unwrap().to_owned()
+    };
+
+    // Round 1 asks the name; an altered state, or the state sent by another principal, is
+    // refused with -32602 (and a state bob tried is used up).
+    let first = ask(&h, ALICE, "ask_free", elicits.clone(), json!({})).await;
+    assert_eq!(
+        first["result"]["inputRequests"]["user_name"]["method"], "elicitation/create",
+        "{first}"
+    );
+    let state = state_of(&first);
+    let name = json!({"user_name": accept("name", json!("Al"))});
+    for (token, sent) in [
+        (ALICE, format!("{state}-TAMPERED")),
+        (BOB, state.clone()),
+        (ALICE, state.clone()),
+    ] {
+        let reply = ask(
+            &h,
+            token,
+            "ask_free",
+            elicits.clone(),
+            json!({"inputResponses": name, "requestState": sent}),
+        )
+        .await;
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    }
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // Round 2 asks the colour with a new state that carries the name; round 3 completes with
+    // both, the name read from the state (the client's new version of it is ignored).
+    let state = state_of(&ask(&h, ALICE, "ask_free", elicits.clone(), json!({})).await);
+    let second = ask(
+        &h,
+        ALICE,
+        "ask_free",
+        elicits.clone(),
+        json!({"inputResponses": name, "requestState": state}),
+    )
+    .await;
+    assert!(
+        second["result"]["inputRequests"]["colour"].is_object(),
+        "{second}"
+    );
+    let next = state_of(&second);
+    assert_ne!(next, state);
+    let done = ask(
+        &h,
+        ALICE,
+        "ask_free",
+        elicits.clone(),
+        json!({"inputResponses": {"colour": accept("colour", json!("blue")),
+                                  "user_name": accept("name", json!("Mallory"))},
+               "requestState": next}),
+    )
+    .await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Al likes blue",
+        "{done}"
+    );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // A client that did not declare elicitation is not asked: the call fails saying why.
+    let sampling_only = ask(&h, ALICE, "ask_free", json!({"sampling": {}}), json!({})).await;
+    assert_eq!(sampling_only["result"]["isError"], true, "{sampling_only}");
+    assert!(sampling_only["result"].get("inputRequests").is_none());
+    assert!(
+        sampling_only["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("elicitation capability"),
+        "{sampling_only}"
+    );
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn under_2026_07_28_a_confirmation_before_a_tools_questions_needs_its_state_and_an_explicit_yes()
+ {
+    let h = harness().await;
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    h.gw.registry()
+        .register_all(
+            vec![asking_tool(
+                "ask_confirmed",
+                true,
+                std::sync::Arc::clone(&runs),
+            )],
+            false,
+        )
+        .unwrap();
+    let elicits = json!({"elicitation": {}});
+    let yes = json!({"action": "accept", "content": {"approve": true}});
+    let call = |extra: Value| ask(&h, ALICE, "ask_confirmed", elicits.clone(), extra);
+
+    // The confirmation comes first, alone; a yes sent without the state that asked it decides
+    // nothing (the form is asked again).
+    let first = call(json!({})).await;
+    let asked: Vec<&String> = first["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(asked, ["confirm"], "{first}");
+    let unasked = call(json!({"inputResponses": {"confirm": yes}})).await;
+    assert!(
+        unasked["result"]["inputRequests"]["confirm"].is_object(),
+        "{unasked}"
+    );
+
+    // approve: "true" is not an explicit yes.
+    let state = unasked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let not_yes = call(
+        json!({"inputResponses": {"confirm": accept("approve", json!("true"))},
+                              "requestState": state}),
+    )
+    .await;
+    assert_eq!(not_yes["result"]["isError"], true, "{not_yes}");
+    assert_eq!(
+        not_yes["result"]["_meta"]["dev.toolgate/result"]["errorKind"], "rejected",
+        "{not_yes}"
+    );
+
+    // An explicit yes lets the tool ask its questions; the yes rides along in the state.
+    let state = call(json!({})).await["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let named = call(json!({"inputResponses": {"confirm": yes}, "requestState": state})).await;
+    assert!(
+        named["result"]["inputRequests"]["user_name"].is_object(),
+        "{named}"
+    );
+    let state = named["result"]["requestState"].as_str().unwrap().to_owned();
+    let coloured = call(
+        json!({"inputResponses": {"user_name": accept("name", json!("Al"))},
+                               "requestState": state}),
+    )
+    .await;
+    let state = coloured["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = call(
+        json!({"inputResponses": {"colour": accept("colour", json!("red"))},
+                           "requestState": state}),
+    )
+    .await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Al likes red",
+        "{done}"
+    );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    h.cleanup().await;
+}

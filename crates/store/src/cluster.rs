@@ -93,13 +93,13 @@ impl Store {
         })
     }
 
-    /// Stores a `requestState` token (by its SHA-256, hex) with its binding (hex) and expiry
-    /// (milliseconds since the epoch); expired tokens are removed on the way.
+    /// Stores a `requestState` token (by its SHA-256, hex) with its binding (hex), expiry
+    /// (milliseconds since the epoch) and what it carries to the next round (opaque text, a
+    /// JSON object for the MCP server); expired tokens are removed on the way.
     pub async fn put_request_state(
         &self,
         token_sha256: &str,
-        binding: &str,
-        expires_ms: i64,
+        state: &RequestState,
     ) -> Result<(), StoreError> {
         let now = Utc::now().timestamp_millis();
         on_pool!(self, p => {
@@ -109,11 +109,12 @@ impl Store {
                 .await
                 .map_err(StoreError::db("removing expired MCP request states"))?;
             sqlx::query(
-                "INSERT INTO mcp_request_states (token_sha256, binding, expires_ms) VALUES ($1, $2, $3)",
+                "INSERT INTO mcp_request_states (token_sha256, binding, expires_ms, carried) VALUES ($1, $2, $3, $4)",
             )
             .bind(token_sha256)
-            .bind(binding)
-            .bind(expires_ms)
+            .bind(&state.binding)
+            .bind(state.expires_ms)
+            .bind(&state.carried)
             .execute(p)
             .await
             .map_err(StoreError::db("recording an MCP request state"))?;
@@ -121,15 +122,15 @@ impl Store {
         })
     }
 
-    /// Takes (deletes) the `requestState` token with this SHA-256: its binding and expiry, or
-    /// `None` when it was never stored or was taken already.
+    /// Takes (deletes) the `requestState` token with this SHA-256, or `None` when it was never
+    /// stored or was taken already.
     pub async fn take_request_state(
         &self,
         token_sha256: &str,
-    ) -> Result<Option<(String, i64)>, StoreError> {
+    ) -> Result<Option<RequestState>, StoreError> {
         on_pool!(self, p => {
             let row = sqlx::query(
-                "DELETE FROM mcp_request_states WHERE token_sha256 = $1 RETURNING binding, expires_ms",
+                "DELETE FROM mcp_request_states WHERE token_sha256 = $1 RETURNING binding, expires_ms, carried",
             )
             .bind(token_sha256)
             .fetch_optional(p)
@@ -137,15 +138,31 @@ impl Store {
             .map_err(StoreError::db("taking an MCP request state"))?;
             match row {
                 None => Ok(None),
-                Some(row) => Ok(Some((
-                    row.try_get("binding")
+                Some(row) => Ok(Some(RequestState {
+                    binding: row
+                        .try_get("binding")
                         .map_err(StoreError::db("reading an MCP request state"))?,
-                    row.try_get("expires_ms")
+                    expires_ms: row
+                        .try_get("expires_ms")
                         .map_err(StoreError::db("reading an MCP request state"))?,
-                ))),
+                    carried: row
+                        .try_get("carried")
+                        .map_err(StoreError::db("reading an MCP request state"))?,
+                })),
             }
         })
     }
+}
+
+/// What a stored MCP `requestState` stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestState {
+    /// What the token is bound to (the MCP server's hash of principal, tool and arguments, hex).
+    pub binding: String,
+    /// When it stops being valid, in milliseconds since the epoch.
+    pub expires_ms: i64,
+    /// What the round carries to the next one (opaque to the store).
+    pub carried: String,
 }
 
 #[cfg(test)]
@@ -184,11 +201,13 @@ mod tests {
     async fn a_request_state_is_taken_once() {
         let (store, _dir) = store().await;
         let later = chrono::Utc::now().timestamp_millis() + 60_000;
-        store.put_request_state("h1", "b1", later).await.unwrap();
-        assert_eq!(
-            store.take_request_state("h1").await.unwrap(),
-            Some(("b1".to_owned(), later))
-        );
+        let state = crate::RequestState {
+            binding: "b1".into(),
+            expires_ms: later,
+            carried: r#"{"asked":["a"]}"#.into(),
+        };
+        store.put_request_state("h1", &state).await.unwrap();
+        assert_eq!(store.take_request_state("h1").await.unwrap(), Some(state));
         assert_eq!(store.take_request_state("h1").await.unwrap(), None);
         assert_eq!(store.take_request_state("never").await.unwrap(), None);
     }

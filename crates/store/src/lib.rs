@@ -100,7 +100,7 @@ pub use checkpoint::{
     AuditAnchor, AuditKey, Checkpoint, CheckpointProblem, CheckpointProblemKind, CheckpointSource,
     CutTail, suffixed,
 };
-pub use cluster::CancelRequest;
+pub use cluster::{CancelRequest, RequestState};
 pub use definitions::StoredDefinition;
 pub use error::{StoreError, StoreErrorKind};
 pub use events::{EventKind, StoredEvent};
@@ -373,6 +373,11 @@ macro_rules! scripts {
                 13,
                 "cluster_requests",
                 include_str!(concat!($dir, "/0013_cluster_requests.sql")),
+            ),
+            (
+                14,
+                "request_state_answers",
+                include_str!(concat!($dir, "/0014_request_state_answers.sql")),
             ),
         ]
     };
