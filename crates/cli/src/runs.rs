@@ -102,7 +102,7 @@ async fn show(app: &App, args: &RunIdArgs) -> anyhow::Result<ExitCode> {
         run.principal,
         run.status,
         run.started_at.format("%Y-%m-%dT%H:%M:%SZ"),
-        of(run.tool_calls, b.max_tool_calls.map(u64::from)),
+        calls_shown(&run),
         of(run.turns, b.max_turns.map(u64::from)),
         elapsed(&run),
         of(run.output_bytes, b.max_output_bytes),
@@ -125,4 +125,18 @@ async fn show(app: &App, args: &RunIdArgs) -> anyhow::Result<ExitCode> {
     }
     write!(out, "{text}")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Used calls of the budget, and the calls instances hold in reserve when there are any (see
+/// ARCHITECTURE.md, "Run budgets": their use is reported at the end of a block).
+fn calls_shown(run: &StoredRun) -> String {
+    let used = of(run.tool_calls, run.budget.max_tool_calls.map(u64::from));
+    if run.reserved_calls == 0 {
+        used
+    } else {
+        format!(
+            "{used} ({} more reserved by running instances)",
+            run.reserved_calls
+        )
+    }
 }

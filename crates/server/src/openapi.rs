@@ -654,11 +654,11 @@ fn add_runs(doc: &mut Value) {
         "timeout_ms": large.clone(),
         "max_attempts_per_tool": count,
         "max_output_bytes": large } });
-    let run = json!({ "type": "object", "required": ["id", "principal", "budget", "startedAt", "status", "turns", "toolCalls", "outputBytes", "failures", "elapsedMs"],
+    let run = json!({ "type": "object", "required": ["id", "principal", "budget", "startedAt", "status", "turns", "toolCalls", "reservedCalls", "outputBytes", "failures", "elapsedMs"],
         "properties": {
             "id": { "type": "string" }, "principal": { "type": "string" }, "budget": budget.clone(),
             "startedAt": { "type": "string" }, "status": { "type": "string", "enum": ["open", "exhausted", "finished"] },
-            "turns": { "type": "integer" }, "toolCalls": { "type": "integer" }, "outputBytes": { "type": "integer" },
+            "turns": { "type": "integer" }, "toolCalls": { "type": "integer" }, "reservedCalls": { "type": "integer" }, "outputBytes": { "type": "integer" },
             "failures": { "type": "object", "additionalProperties": { "type": "integer" } },
             "elapsedMs": { "type": "integer" },
             "calls": { "type": "array", "items": { "type": "object", "required": ["callId", "tool", "failed", "outputBytes", "at"], "properties": {

@@ -1,10 +1,16 @@
 //! Criterion benchmark of what a run budget costs per call on SQLite (issue 22): a no-op tool
 //! called through the pipeline with the run budget stage over the store, without a run
-//! (`baseline_no_run`: the stage only looks at the request), with a run counted in the store
-//! (`with_run_sqlite`: one transaction admitting the call and taking an attempt of the tool, one
-//! settling it, each a durable commit), and with a run counted in process (`with_run_memory`,
-//! core's `MemoryRuns`), in the same run. After criterion's report it times each again and
-//! prints the medians in µs and the ratios to the baseline.
+//! (`baseline_no_run`: the stage only looks at the request), with a run counted by the store's
+//! ledger (`with_run_sqlite_cached`: the run's counters cached in the process, calls reserved in
+//! blocks, one transaction per block — the production path), with every call counted in the
+//! store (`with_run_sqlite_durable`: `Store::admit_run_call` and `settle_run_call`, two durable
+//! commits per call, the path before the cache), and with a run counted in process
+//! (`with_run_memory`, core's `MemoryRuns`), in the same run. After criterion's report it times
+//! each again and prints the medians in µs and the ratios to the baseline.
+//!
+//! For instruction counts (valgrind), `TOOLGATE_BENCH_RUNS=baseline|cached|durable:N` makes N
+//! calls of that one variant and exits, without criterion: the difference between two N is the
+//! cost of those calls alone.
 //!
 //! A benchmark is not a test: a setup step that fails ends the run with its error (`main`
 //! returns it). `cargo bench -p toolgate-store --bench runs -- --test` runs each once.
@@ -17,12 +23,45 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use serde_json::json;
 use toolgate_core::{
-    Budget, CallRequest, MemoryRuns, Pipeline, PipelineBuilder, Registry, RunBudgetStage, RunId,
-    RunLedger, ToolBuilder,
+    BoxFuture, Budget, CallId, CallRequest, MemoryRuns, Pipeline, PipelineBuilder, Registry,
+    RunBudgetStage, RunId, RunLedger, Settled, ToolBuilder, ToolError,
 };
 use toolgate_store::{DbUrl, Store, StoreOptions};
 
 type BoxError = Box<dyn Error>;
+
+/// Every call counted by its own transactions in the store (the path before the cache).
+struct Durable(Store);
+
+impl RunLedger for Durable {
+    fn admit<'a>(
+        &'a self,
+        run: RunId,
+        principal: &'a str,
+        tool: &'a str,
+        _call: CallId,
+    ) -> BoxFuture<'a, Result<(), ToolError>> {
+        Box::pin(async move {
+            match self.0.admit_run_call(run, principal, tool).await {
+                Ok(toolgate_store::Admission::Counted(_)) => Ok(()),
+                Ok(other) => Err(ToolError::execution(format!("not admitted: {other:?}"))),
+                Err(e) => Err(ToolError::execution(e.to_string())),
+            }
+        })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        run: RunId,
+        tool: &'a str,
+        call: CallId,
+        settled: Settled,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let _ = self.0.settle_run_call(run, tool, call, settled).await;
+        })
+    }
+}
 
 fn pipeline(ledger: Arc<dyn RunLedger>) -> Result<Pipeline, BoxError> {
     let registry = Arc::new(Registry::new());
@@ -71,15 +110,20 @@ fn bench_runs(c: &mut Criterion, quick: bool) -> Result<(), BoxError> {
         &StoreOptions::default(),
     ))?;
     let on_store = pipeline(Arc::new(store.clone()))?;
+    let durable = pipeline(Arc::new(Durable(store.clone())))?;
     let memory = Arc::new(MemoryRuns::new());
     let in_memory = pipeline(Arc::clone(&memory) as Arc<dyn RunLedger>)?;
     // No limit is ever reached: every timed call does the whole check and count.
+    let cached = rt
+        .block_on(store.create_run("local", &Budget::default()))?
+        .id;
     let stored = rt
         .block_on(store.create_run("local", &Budget::default()))?
         .id;
     let held = memory.create("local", Budget::default());
     for (pipeline, run, what) in [
-        (&on_store, stored, "the call under a stored run"),
+        (&on_store, cached, "the call under a cached run"),
+        (&durable, stored, "the call under a stored run"),
         (&in_memory, held, "the call under a run in memory"),
     ] {
         let first = rt.block_on(pipeline.call(call(Some(run))));
@@ -87,12 +131,36 @@ fn bench_runs(c: &mut Criterion, quick: bool) -> Result<(), BoxError> {
             return Err(format!("{what} failed before the benchmark: {}", json!(first)).into());
         }
     }
+    if let Ok(only) = std::env::var("TOOLGATE_BENCH_RUNS") {
+        let (variant, n) = only
+            .split_once(':')
+            .ok_or("TOOLGATE_BENCH_RUNS is VARIANT:N, e.g. cached:10000")?;
+        let n: usize = n.parse()?;
+        let (pipeline, run) = match variant {
+            "baseline" => (&on_store, None),
+            "cached" => (&on_store, Some(cached)),
+            "durable" => (&durable, Some(stored)),
+            other => {
+                return Err(
+                    format!("unknown variant {other:?}: baseline, cached or durable").into(),
+                );
+            }
+        };
+        for _ in 0..n {
+            black_box(rt.block_on(pipeline.call(call(run))));
+        }
+        rt.block_on(store.close());
+        return Ok(());
+    }
     let mut group = c.benchmark_group("runs");
     group.bench_function("baseline_no_run", |b| {
         b.iter(|| rt.block_on(on_store.call(black_box(call(None)))));
     });
-    group.bench_function("with_run_sqlite", |b| {
-        b.iter(|| rt.block_on(on_store.call(black_box(call(Some(stored))))));
+    group.bench_function("with_run_sqlite_cached", |b| {
+        b.iter(|| rt.block_on(on_store.call(black_box(call(Some(cached))))));
+    });
+    group.bench_function("with_run_sqlite_durable", |b| {
+        b.iter(|| rt.block_on(durable.call(black_box(call(Some(stored))))));
     });
     group.bench_function("with_run_memory", |b| {
         b.iter(|| rt.block_on(in_memory.call(black_box(call(Some(held))))));
@@ -100,15 +168,26 @@ fn bench_runs(c: &mut Criterion, quick: bool) -> Result<(), BoxError> {
     group.finish();
     let n = if quick { 3 } else { 2000 };
     let base = median_us(&rt, &on_store, None, n);
-    let sqlite = median_us(&rt, &on_store, Some(stored), n);
-    let mem = median_us(&rt, &in_memory, Some(held), n);
-    println!(
-        "runs: median per call over {n} calls: no run {base:.2} µs; run on SQLite {sqlite:.2} µs ({:.2}x, +{:.2} µs); run in memory {mem:.2} µs ({:.2}x, +{:.2} µs)",
-        sqlite / base,
-        sqlite - base,
-        mem / base,
-        mem - base
-    );
+    let rows = [
+        (
+            "run on SQLite, cached",
+            median_us(&rt, &on_store, Some(cached), n),
+        ),
+        (
+            "run on SQLite, every call durable",
+            median_us(&rt, &durable, Some(stored), n),
+        ),
+        ("run in memory", median_us(&rt, &in_memory, Some(held), n)),
+    ];
+    println!("runs: median per call over {n} calls (same run):");
+    println!("  {:<36} {base:>10.2} µs", "no run (baseline)");
+    for (what, us) in rows {
+        println!(
+            "  {what:<36} {us:>10.2} µs  {:>8.2}x  +{:.2} µs",
+            us / base,
+            us - base
+        );
+    }
     rt.block_on(store.close());
     Ok(())
 }

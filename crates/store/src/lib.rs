@@ -65,6 +65,7 @@ mod events;
 mod gate;
 mod output_types;
 mod quota;
+mod run_cache;
 mod runs;
 mod sync;
 mod tier;
@@ -149,6 +150,8 @@ pub(crate) struct Inner {
     pub(crate) audit_writer: audit::AuditWriter,
     /// Signs and keeps checkpoints of the chain's head; `None` without a key.
     pub(crate) checkpoints: Option<checkpoint::Checkpointer>,
+    /// Runs' counters cached in this process (see `run_cache`).
+    pub(crate) runs: run_cache::RunCache,
 }
 
 impl Drop for Inner {
@@ -270,6 +273,7 @@ impl Store {
                 shutdown: CancellationToken::new(),
                 audit_writer,
                 checkpoints,
+                runs: run_cache::RunCache::default(),
             }),
         };
         audit::AuditWriter::spawn(Arc::downgrade(&store.inner), audit_jobs);
@@ -291,6 +295,8 @@ impl Store {
 
     /// Closes every connection. Later operations fail with an `unavailable` error.
     pub async fn close(&self) {
+        // Unused reserved calls and held attempts go back for the other instances.
+        self.release_all_cached().await;
         if let Err(e) = self.flush_audit().await {
             tracing::error!(error = %ErrorChain(&e), "audit entries could not be written before closing");
         } else if let Err(e) = self.checkpoint_audit().await {
@@ -378,6 +384,11 @@ macro_rules! scripts {
                 14,
                 "request_state_answers",
                 include_str!(concat!($dir, "/0014_request_state_answers.sql")),
+            ),
+            (
+                15,
+                "run_reserved_calls",
+                include_str!(concat!($dir, "/0015_run_reserved_calls.sql")),
             ),
         ]
     };

@@ -1,25 +1,26 @@
-//! Runs and their budgets, on both backends: core's [`RunLedger`] over the `runs`,
-//! `run_tools` and `run_calls` tables, so a run's counters hold across a restart and across
-//! instances on one database.
+//! Runs and their budgets, on both backends: the `runs`, `run_tools` and `run_calls` tables, so
+//! a run's counters hold across a restart and across instances on one database. Core's
+//! [`RunLedger`] for [`Store`] counts calls in memory out of blocks reserved here (see
+//! `run_cache.rs`); reading a run through this store first reports its cached calls.
 //!
-//! A call is let through by one transaction of two conditional statements, nothing read before:
-//! `UPDATE runs SET tool_calls = tool_calls + 1 WHERE … status = 'open' AND tool_calls <
-//! max_tool_calls AND <wall time left> AND <output bytes left> RETURNING`, then an attempt of
-//! the tool, `run_tools.in_flight + 1 WHERE failures + in_flight < max_attempts_per_tool`
-//! (rolled back with the call when refused). Each statement is atomic on both backends (SQLite
-//! serializes writers; PostgreSQL locks the row and re-checks the condition), so two instances
-//! or two calls at once can never both take a run's last call, nor more attempts of a tool than
-//! it may fail. Settling a call ends its attempt: a failure, or released. An attempt whose
-//! instance crashed stays in flight (its outcome is unknown, so it counts). When the store
-//! cannot be reached the call is refused `unavailable`, never let through uncounted.
+//! [`Store::admit_run_call`] is the durable path, one call per transaction of two conditional
+//! statements, nothing read before: `UPDATE runs SET tool_calls = tool_calls + 1 WHERE … status =
+//! 'open' AND tool_calls + reserved_calls < max_tool_calls AND <wall time left> AND <output
+//! bytes left> RETURNING`, then an attempt of the tool, `run_tools.in_flight + 1 WHERE failures +
+//! in_flight < max_attempts_per_tool` (rolled back with the call when refused). Each statement
+//! is atomic on both backends (SQLite serializes writers; PostgreSQL locks the row and re-checks
+//! the condition), so two instances or two calls at once can never both take a run's last call,
+//! nor more attempts of a tool than it may fail. Settling a call ends its attempt: a failure, or
+//! released. An attempt whose instance crashed stays in flight (its outcome is unknown, so it
+//! counts). When the store cannot be reached the call is refused `unavailable`, never let
+//! through uncounted.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use toolgate_core::{
-    BoxFuture, Budget, CallId, ErrorChain, ErrorKind, Exhausted, RunId, RunLedger, RunStatus,
-    Settled, ToolError, Usage, run_not_found,
+    BoxFuture, Budget, CallId, Exhausted, RunId, RunLedger, RunStatus, Settled, ToolError, Usage,
 };
 
 use crate::{Store, StoreError, on_pool, parse_ts, ts};
@@ -40,8 +41,12 @@ pub struct StoredRun {
     pub status: RunStatus,
     /// Model turns reported.
     pub turns: u64,
-    /// Tool calls counted.
+    /// Tool calls counted (used).
     pub tool_calls: u64,
+    /// Tool calls instances reserved in blocks and have not reported as used or given back
+    /// yet (see `run_cache`): the run may still make at most `max_tool_calls - tool_calls -
+    /// reserved_calls` calls beyond them.
+    pub reserved_calls: u64,
     /// Output bytes returned.
     pub output_bytes: u64,
     /// Failed calls per tool.
@@ -128,6 +133,7 @@ type Row = (
     i64,
     i64,
     i64,
+    i64,
 );
 
 /// A `SELECT` of a [`Row`] from `runs`, followed by `$tail`.
@@ -135,7 +141,7 @@ macro_rules! select {
     ($tail:literal) => {
         concat!(
             "SELECT id, principal, started_at, status, max_turns, max_tool_calls, timeout_ms, ",
-            "max_attempts_per_tool, max_output_bytes, turns, tool_calls, output_bytes FROM runs ",
+            "max_attempts_per_tool, max_output_bytes, turns, tool_calls, reserved_calls, output_bytes FROM runs ",
             $tail
         )
     };
@@ -166,6 +172,7 @@ fn from_row(row: Row) -> Result<StoredRun, StoreError> {
         bytes_max,
         turns,
         calls,
+        reserved,
         bytes,
     ) = row;
     Ok(StoredRun {
@@ -183,6 +190,7 @@ fn from_row(row: Row) -> Result<StoredRun, StoreError> {
             .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?,
         turns: unsigned(turns),
         tool_calls: unsigned(calls),
+        reserved_calls: unsigned(reserved),
         output_bytes: unsigned(bytes),
         failures: BTreeMap::new(),
     })
@@ -231,6 +239,7 @@ impl Store {
             status: RunStatus::Open,
             turns: 0,
             tool_calls: 0,
+            reserved_calls: 0,
             output_bytes: 0,
             failures: BTreeMap::new(),
         })
@@ -243,6 +252,7 @@ impl Store {
     ///
     /// `Database` when a read fails; `Corrupt` for a row that does not read back.
     pub async fn run(&self, id: RunId) -> Result<Option<StoredRun>, StoreError> {
+        self.report_if_dirty(id).await?;
         let key = id.to_string();
         let (row, failures): (Option<Row>, Vec<(String, i64)>) = on_pool!(self, p => {
             let row = sqlx::query_as(select!("WHERE id = $1"))
@@ -281,6 +291,7 @@ impl Store {
         principal: Option<&str>,
         limit: u32,
     ) -> Result<Vec<StoredRun>, StoreError> {
+        self.report_all_cached().await?;
         let (rows, failures): (Vec<Row>, Vec<(String, String, i64)>) = on_pool!(self, p => {
             let rows = sqlx::query_as(select!(
                 "WHERE ($1 IS NULL OR principal = $1) ORDER BY id DESC LIMIT $2"
@@ -320,6 +331,7 @@ impl Store {
     ///
     /// `Database` when the read fails.
     pub async fn run_calls(&self, id: RunId) -> Result<Vec<RunCall>, StoreError> {
+        self.report_if_dirty(id).await?;
         let rows: Vec<(String, String, bool, i64, String)> = on_pool!(self, p => {
             sqlx::query_as(
                 "SELECT call_id, tool, failed, output_bytes, at FROM run_calls WHERE run_id = $1 ORDER BY at, call_id",
@@ -374,7 +386,7 @@ impl Store {
             ($tx:ident) => {{
                 let call: Option<(i64, i64)> = sqlx::query_as(
                     "UPDATE runs SET tool_calls = tool_calls + 1 WHERE id = $1 AND principal = $2 \
-                     AND status = 'open' AND (max_tool_calls IS NULL OR tool_calls < max_tool_calls) \
+                     AND status = 'open' AND (max_tool_calls IS NULL OR tool_calls + reserved_calls < max_tool_calls) \
                      AND (timeout_ms IS NULL OR $3 - started_ms < timeout_ms) \
                      AND (max_output_bytes IS NULL OR output_bytes < max_output_bytes) \
                      RETURNING tool_calls, max_attempts_per_tool",
@@ -569,6 +581,7 @@ impl Store {
             return Ok(Admission::Refused(Exhausted::Closed { status: run.status }));
         }
         self.mark_exhausted(&key).await?;
+        self.release_cached(id).await;
         Ok(Admission::Refused(Exhausted::Turns {
             used: run.turns,
             max: run.budget.max_turns.unwrap_or(0),
@@ -582,6 +595,8 @@ impl Store {
     ///
     /// `Database` when the statement fails.
     pub async fn finish_run(&self, id: RunId, principal: &str) -> Result<bool, StoreError> {
+        // This instance's reservations go back first (a finished run takes no more calls).
+        self.release_cached(id).await;
         let changed = on_pool!(self, p => {
             sqlx::query("UPDATE runs SET status = 'finished' WHERE id = $1 AND principal = $2 AND status = 'open'")
                 .bind(id.to_string())
@@ -595,17 +610,6 @@ impl Store {
     }
 }
 
-/// The refusal when a run's count cannot be reached: the call does not run uncounted.
-fn unreachable(id: RunId, e: &StoreError) -> ToolError {
-    ToolError::new(
-        ErrorKind::Unavailable,
-        format!(
-            "Run {id}'s budget could not be checked in the store, so the call was not run: {} (check that the database is reachable)",
-            ErrorChain(e)
-        ),
-    )
-}
-
 impl RunLedger for Store {
     fn admit<'a>(
         &'a self,
@@ -614,14 +618,7 @@ impl RunLedger for Store {
         tool: &'a str,
         _call: CallId,
     ) -> BoxFuture<'a, Result<(), ToolError>> {
-        Box::pin(async move {
-            match self.admit_run_call(run, principal, tool).await {
-                Ok(Admission::Counted(_)) => Ok(()),
-                Ok(Admission::Refused(why)) => Err(why.error(&run)),
-                Ok(Admission::NotFound) => Err(run_not_found(&run)),
-                Err(e) => Err(unreachable(run, &e)),
-            }
-        })
+        Box::pin(self.admit_cached(run, principal, tool))
     }
 
     fn settle<'a>(
@@ -631,10 +628,6 @@ impl RunLedger for Store {
         call: CallId,
         settled: Settled,
     ) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if let Err(e) = self.settle_run_call(run, tool, call, settled).await {
-                tracing::warn!(error = %ErrorChain(&e), %run, tool, "a run's call outcome was not recorded");
-            }
-        })
+        Box::pin(self.settle_cached(run, tool, call, settled))
     }
 }

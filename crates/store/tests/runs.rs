@@ -13,7 +13,7 @@ use common::TestDb;
 use serde_json::json;
 use toolgate_core::{
     Budget, CallId, CallRequest, ErrorKind, Exhausted, PipelineBuilder, Registry, RunBudgetStage,
-    RunStatus, Settled, ToolBuilder, ToolError,
+    RunLedger, RunStatus, Settled, ToolBuilder, ToolError,
 };
 use toolgate_store::{Admission, Store};
 
@@ -24,6 +24,8 @@ on_each_backend! {
     the_budget_stage_over_the_store_refuses_the_third_failure => stage_body;
     many_concurrent_calls_on_two_instances_never_pass_the_budgets => concurrent_body;
     an_approved_call_runs_in_the_run_it_was_asked_in => approval_body;
+    cached_counters_reserve_blocks_and_give_them_back => blocks_body;
+    a_crash_loses_reserved_calls_and_never_grants_them_twice => crash_body;
 }
 
 fn failed(tool_failed: bool) -> Settled {
@@ -441,4 +443,120 @@ async fn approval_body(db: &TestDb) {
     );
     assert_eq!(done.run, Some(run.id));
     assert_eq!(store.run(run.id).await.unwrap().unwrap().tool_calls, 1);
+}
+
+/// Admits one call of `tool` in `run` through `store`'s cached ledger and settles it as a
+/// success; the admission's error kind, if refused.
+async fn ledger_call(store: &Store, run: toolgate_core::RunId) -> Result<(), ToolError> {
+    let call = CallId::new();
+    RunLedger::admit(store, run, "agent", "t", call).await?;
+    RunLedger::settle(store, run, "t", call, failed(false)).await;
+    Ok(())
+}
+
+async fn blocks_body(db: &TestDb) {
+    let a = db.store.clone();
+    let b = db.reopen().await;
+    let run = a
+        .create_run(
+            "agent",
+            &Budget {
+                max_tool_calls: Some(100),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        ledger_call(&a, run.id).await.unwrap();
+    }
+    // Another instance sees a's block (a quarter of the budget) reserved, its calls not yet
+    // reported: at most one block behind.
+    let seen = b.run(run.id).await.unwrap().unwrap();
+    assert_eq!(seen.reserved_calls, 25, "{seen:?}");
+    assert_eq!(seen.tool_calls, 0);
+    // Read through a, the store shows a's calls exactly.
+    let seen = a.run(run.id).await.unwrap().unwrap();
+    assert_eq!((seen.tool_calls, seen.reserved_calls), (10, 15));
+    assert_eq!(a.run_calls(run.id).await.unwrap().len(), 10);
+    assert_eq!(seen.output_bytes, 100);
+    // b takes what is free; then the last calls are a's (a uses one more, so it is not idle):
+    // b is asked to retry, not told the run is spent.
+    for _ in 0..75 {
+        ledger_call(&b, run.id).await.unwrap();
+    }
+    ledger_call(&a, run.id).await.unwrap();
+    let e = ledger_call(&b, run.id).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::RateLimited, "{e:?}");
+    assert!(
+        e.message()
+            .contains("are reserved by calls still running or by other toolgate instances"),
+        "{e:?}"
+    );
+    assert!(e.message().contains("used 85 of its 100"), "{e:?}");
+    // a goes idle: its sweeper gives the rest of its block back, and b makes exactly the rest.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let seen = b.run(run.id).await.unwrap().unwrap();
+    assert_eq!((seen.tool_calls, seen.reserved_calls), (86, 0), "{seen:?}");
+    for _ in 0..14 {
+        ledger_call(&b, run.id).await.unwrap();
+    }
+    let e = ledger_call(&b, run.id).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e:?}");
+    assert!(e.message().contains("100 of its 100 tool calls"), "{e:?}");
+    let done = a.run(run.id).await.unwrap().unwrap();
+    assert_eq!((done.tool_calls, done.reserved_calls), (100, 0));
+    assert_eq!(done.status, RunStatus::Exhausted);
+    assert_eq!(a.run_calls(run.id).await.unwrap().len(), 100);
+
+    // Closing an instance gives its reservations and held attempts back at once.
+    let other = a
+        .create_run(
+            "agent",
+            &Budget {
+                max_tool_calls: Some(40),
+                max_attempts_per_tool: Some(1),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    ledger_call(&b, other.id).await.unwrap();
+    let seen = a.run(other.id).await.unwrap().unwrap();
+    assert_eq!(seen.reserved_calls, 10);
+    b.close().await;
+    let seen = a.run(other.id).await.unwrap().unwrap();
+    assert_eq!((seen.tool_calls, seen.reserved_calls), (1, 0), "{seen:?}");
+    // The one attempt of `t` b held is free again: a may take it.
+    ledger_call(&a, other.id).await.unwrap();
+}
+
+async fn crash_body(db: &TestDb) {
+    let run = db
+        .store
+        .create_run(
+            "agent",
+            &Budget {
+                max_tool_calls: Some(8),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    // An instance reserves a block of two, uses one and dies without giving it back.
+    let crashed = db.reopen().await;
+    ledger_call(&crashed, run.id).await.unwrap();
+    drop(crashed);
+    let after = db.reopen().await;
+    let mut made = 0;
+    while ledger_call(&after, run.id).await.is_ok() {
+        made += 1;
+    }
+    assert_eq!(made, 6, "the crashed block is lost, never granted again");
+    let seen = after.run(run.id).await.unwrap().unwrap();
+    assert!(
+        seen.tool_calls + seen.reserved_calls <= 8,
+        "never more than the budget: {seen:?}"
+    );
+    after.close().await;
 }
