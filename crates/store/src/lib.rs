@@ -546,8 +546,39 @@ async fn open_postgres(url: &DbUrl, raw: &str, schema: Option<&str>) -> Result<P
 
 /// Timestamps are stored as RFC 3339 UTC text with microseconds: sortable and identical on both
 /// backends (and in hashes).
+///
+/// Written by hand for the years 0–9999: every audit entry formats two timestamps, and chrono's
+/// formatter (through `fmt`) cost several times more instructions. Other years and leap seconds
+/// take chrono's path; `ts_matches_chrono` checks both give the same text.
 pub(crate) fn ts(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+    use chrono::{Datelike, Timelike};
+    let year = at.year();
+    let nanos = at.nanosecond();
+    let (Ok(year @ 0..=9999), 0..=999_999_999) = (u32::try_from(year), nanos) else {
+        return at.to_rfc3339_opts(SecondsFormat::Micros, true);
+    };
+    fn digits(out: &mut String, value: u32, width: u32) {
+        for place in (0..width).rev() {
+            let digit = value / 10u32.pow(place) % 10;
+            out.push(char::from_digit(digit, 10).unwrap_or('0'));
+        }
+    }
+    let mut out = String::with_capacity(27);
+    digits(&mut out, year, 4);
+    out.push('-');
+    digits(&mut out, at.month(), 2);
+    out.push('-');
+    digits(&mut out, at.day(), 2);
+    out.push('T');
+    digits(&mut out, at.hour(), 2);
+    out.push(':');
+    digits(&mut out, at.minute(), 2);
+    out.push(':');
+    digits(&mut out, at.second(), 2);
+    out.push('.');
+    digits(&mut out, nanos / 1_000, 6);
+    out.push('Z');
+    out
 }
 
 pub(crate) fn parse_ts(raw: &str) -> Result<DateTime<Utc>, StoreError> {
@@ -558,8 +589,10 @@ pub(crate) fn parse_ts(raw: &str) -> Result<DateTime<Utc>, StoreError> {
 
 /// Now, cut to the microseconds the store keeps.
 pub(crate) fn now() -> DateTime<Utc> {
+    use chrono::Timelike;
     let now = Utc::now();
-    parse_ts(&ts(now)).unwrap_or(now)
+    now.with_nanosecond(now.nanosecond() / 1_000 * 1_000)
+        .unwrap_or(now)
 }
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
@@ -567,4 +600,52 @@ pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
     what: &str,
 ) -> Result<T, StoreError> {
     serde_json::from_str(raw).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+
+    use super::{now, parse_ts, ts};
+
+    #[test]
+    fn ts_matches_chrono() {
+        let mut cases: Vec<DateTime<Utc>> = vec![
+            Utc::now(),
+            now(),
+            DateTime::UNIX_EPOCH,
+            DateTime::<Utc>::MIN_UTC,
+            DateTime::<Utc>::MAX_UTC,
+        ];
+        for (y, mo, d, h, mi, s) in [
+            (0, 1, 1, 0, 0, 0),
+            (9, 2, 3, 4, 5, 6),
+            (999, 12, 31, 23, 59, 59),
+            (2026, 11, 26, 23, 52, 29),
+            (9999, 12, 31, 23, 59, 59),
+            (10_000, 1, 1, 0, 0, 0),
+            (-1, 6, 15, 12, 30, 45),
+        ] {
+            if let chrono::LocalResult::Single(at) = Utc.with_ymd_and_hms(y, mo, d, h, mi, s) {
+                for nanos in [0, 1, 999, 1_000, 123_456_789, 999_999_999, 1_500_000_000] {
+                    if let Some(at) = chrono::Timelike::with_nanosecond(&at, nanos) {
+                        cases.push(at);
+                    }
+                }
+            }
+        }
+        for at in cases {
+            assert_eq!(
+                ts(at),
+                at.to_rfc3339_opts(SecondsFormat::Micros, true),
+                "{at:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn now_is_cut_to_what_ts_keeps() {
+        let at = now();
+        assert_eq!(parse_ts(&ts(at)).ok(), Some(at));
+    }
 }

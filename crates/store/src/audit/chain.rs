@@ -13,7 +13,7 @@ use super::query::{entries_sql, entry_from_row};
 use super::record::Entry;
 use crate::checkpoint::{CheckpointProblem, CutTail};
 use crate::error::StoreError;
-use crate::{Store, now, on_pool, ts};
+use crate::{Store, on_pool};
 
 /// `prev_hash` of the first entry.
 pub(super) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -148,12 +148,13 @@ impl Entry {
         out
     }
 
-    /// Links the entry into the chain as entry `seq`, after the entry whose hash is `prev_hash`:
-    /// sets its place, its recording time and then its hash (which covers both).
-    pub(super) fn link(&mut self, seq: i64, prev_hash: String) {
+    /// Links the entry into the chain as entry `seq`, after the entry whose hash is `prev_hash`,
+    /// recorded at `recorded_at` (when its batch is written, as stored): sets its place,
+    /// its recording time and then its hash (which covers both).
+    pub(super) fn link(&mut self, seq: i64, prev_hash: String, recorded_at: &str) {
         self.seq = seq;
         self.prev_hash = prev_hash;
-        self.recorded_at = ts(now());
+        recorded_at.clone_into(&mut self.recorded_at);
         self.hash = self.compute_hash();
     }
 }

@@ -8,7 +8,7 @@ use toolgate_core::{
     json_len_at_most,
 };
 
-use super::record::{AuditRecord, AuditStart};
+use super::record::AuditStart;
 use crate::Store;
 
 /// Outputs larger than this (in bytes, as stored) are kept apart and referenced
@@ -118,21 +118,17 @@ impl AuditObserver {
 impl CallObserver for AuditObserver {
     fn on_call<'a>(&'a self, record: &'a CallRecord<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let mut entry = AuditRecord::from_result(record.result, record.spec, record.principal);
-            entry.origin = record.origin.cloned();
-            entry.cancelled_by = record.cancelled_by.map(str::to_owned);
             // Calls that changed nothing (read-only tools, and calls refused before running)
             // are queued for the next group commit; the outcome of anything that may have had
             // an effect is committed before the caller sees it.
             let may_have_effect = record.spec.is_some_and(|s| s.effect() != Effect::Read)
                 && record.result.attempts > 0;
-            let written = if may_have_effect {
-                self.store.audit_finished(&entry).await
-            } else {
-                self.store.audit_finished_queued(&entry).await
-            };
+            let written = self
+                .store
+                .audit_call_finished(record, !may_have_effect)
+                .await;
             if let Err(e) = written {
-                tracing::error!(error = %ErrorChain(&e), tool = %entry.tool, call_id = %entry.call_id, "cannot write a call's outcome to the audit log");
+                tracing::error!(error = %ErrorChain(&e), tool = %record.result.tool, call_id = %record.result.call_id, "cannot write a call's outcome to the audit log");
             }
         })
     }

@@ -7,7 +7,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use toolgate_core::{
-    CallId, CallOrigin, Content, ErrorKind, Outcome, Principal, ToolResult, ToolSpec,
+    CallId, CallOrigin, CallRecord, Content, ErrorKind, Outcome, Principal, ToolResult, ToolSpec,
 };
 
 use super::chain::hex_sha256;
@@ -298,7 +298,7 @@ impl Entry {
             tool: clean(tool),
             definition_hash: None,
             principal: clean(principal),
-            input_json: input.to_string(),
+            input_json: json_text(input),
             error_kind: None,
             error: None,
             data_json: None,
@@ -371,45 +371,187 @@ impl Entry {
     }
 }
 
-/// The `finished` entry of a call.
-pub(super) fn finished_entry(record: &AuditRecord) -> Entry {
-    let mut e = Entry::new(
-        "finished",
-        record.call_id,
-        &record.tool,
-        &record.principal,
-        &record.input,
-    );
-    e.definition_hash = record.definition_hash.clone();
-    match &record.outcome {
-        Outcome::Data(data) => {
-            if record.output_ref.is_none() {
-                e.data_json = Some(data.to_string());
+/// What a `finished` entry is made of, borrowed from an [`AuditRecord`] or straight from the
+/// pipeline's [`CallRecord`] (the observer's path, which so copies nothing it does not store).
+struct Finished<'a> {
+    call_id: CallId,
+    tool: &'a str,
+    definition_hash: Option<&'a str>,
+    principal: &'a str,
+    input: &'a Value,
+    outcome: &'a Outcome,
+    output_ref: Option<&'a str>,
+    /// JSON array of the content digests; `None` when there are none.
+    content_json: Option<String>,
+    origin: Option<&'a CallOrigin>,
+    cancelled_by: Option<&'a str>,
+    attempts: u32,
+    duration_ms: f64,
+    fetched_at: DateTime<Utc>,
+    truncated: bool,
+}
+
+impl Finished<'_> {
+    fn into_entry(self) -> Entry {
+        let mut e = Entry::new(
+            "finished",
+            self.call_id,
+            self.tool,
+            self.principal,
+            self.input,
+        );
+        e.definition_hash = self.definition_hash.map(str::to_owned);
+        match self.outcome {
+            // Data kept apart is not stored in the log (its hash is, through `output_sha256`).
+            Outcome::Data(data) => {
+                if self.output_ref.is_none() {
+                    e.data_json = Some(json_text(data));
+                }
+            }
+            Outcome::Error { kind, message } => {
+                e.error_kind = Some(kind.as_str().to_owned());
+                e.error = Some(clean(message));
             }
         }
-        Outcome::Error { kind, message } => {
-            e.error_kind = Some(kind.as_str().to_owned());
-            e.error = Some(clean(message));
-        }
+        e.output_ref = self.output_ref.map(str::to_owned);
+        e.content_json = self.content_json;
+        e.origin_json = self.origin.and_then(|o| serde_json::to_string(o).ok());
+        e.cancelled_by = self.cancelled_by.map(clean);
+        e.attempts = Some(i64::from(self.attempts));
+        e.duration_ms = Some(self.duration_ms);
+        e.fetched_at = ts(self.fetched_at);
+        e.truncated = self.truncated;
+        e
     }
-    e.output_ref = record.output_ref.clone();
-    if !record.content.is_empty() {
-        e.content_json = serde_json::to_string(&record.content).ok();
+}
+
+/// The `finished` entry of a call.
+pub(super) fn finished_entry(record: &AuditRecord) -> Entry {
+    Finished {
+        call_id: record.call_id,
+        tool: &record.tool,
+        definition_hash: record.definition_hash.as_deref(),
+        principal: &record.principal,
+        input: &record.input,
+        outcome: &record.outcome,
+        output_ref: record.output_ref.as_deref(),
+        content_json: if record.content.is_empty() {
+            None
+        } else {
+            serde_json::to_string(&record.content).ok()
+        },
+        origin: record.origin.as_ref(),
+        cancelled_by: record.cancelled_by.as_deref(),
+        attempts: record.attempts,
+        duration_ms: record.duration_ms,
+        fetched_at: record.fetched_at,
+        truncated: record.truncated,
     }
-    e.origin_json = record
-        .origin
-        .as_ref()
-        .and_then(|o| serde_json::to_string(o).ok());
-    e.cancelled_by = record.cancelled_by.as_deref().map(clean);
-    e.attempts = Some(i64::from(record.attempts));
-    e.duration_ms = Some(record.duration_ms);
-    e.fetched_at = ts(record.fetched_at);
-    e.truncated = record.truncated;
-    e
+    .into_entry()
+}
+
+/// The `finished` entry of a call the pipeline just ran: the same entry as
+/// `finished_entry(&AuditRecord::from_result(..))` with the origin and canceller set, built
+/// without first copying the call's input and outcome into an [`AuditRecord`].
+pub(super) fn finished_entry_of(record: &CallRecord<'_>) -> Entry {
+    let result = record.result;
+    let content_json = if result.content.is_empty() {
+        None
+    } else {
+        let digests: Vec<ContentDigest> = result.content.iter().map(ContentDigest::of).collect();
+        serde_json::to_string(&digests).ok()
+    };
+    Finished {
+        call_id: result.call_id,
+        tool: &result.tool,
+        definition_hash: record.spec.map(ToolSpec::definition_hash),
+        principal: record.principal.id.as_str(),
+        input: &result.input,
+        outcome: &result.outcome,
+        output_ref: result.output_ref.as_deref(),
+        content_json,
+        origin: record.origin,
+        cancelled_by: record.cancelled_by,
+        attempts: result.attempts,
+        duration_ms: result.duration_ms,
+        fetched_at: result.fetched_at,
+        truncated: result.truncated,
+    }
+    .into_entry()
+}
+
+/// `value` as compact JSON, the text `Value`'s `Display` gives, written straight into a buffer
+/// instead of through `fmt` (this runs for every call's input and data).
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
 }
 
 /// PostgreSQL text cannot hold NUL; free text from callers and tools has it replaced (before
 /// hashing, so the stored row is what was hashed).
 pub(super) fn clean(text: &str) -> String {
     text.replace('\0', "\u{fffd}")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolgate_core::{CallId, CallOrigin, CallRecord, Content, ErrorKind, Outcome, Principal};
+
+    use super::*;
+
+    /// The observer builds its entry straight from the pipeline's record; it must be the entry
+    /// the [`AuditRecord`] path writes (the stored row and so the hash depend on it).
+    #[test]
+    fn observer_entry_matches_the_record_path() {
+        let principal = Principal::local();
+        let origin = CallOrigin {
+            via: "mcp".into(),
+            client: Some("c".into()),
+            version: None,
+        };
+        let base = ToolResult {
+            tool: "calc\0x".into(),
+            call_id: CallId::new(),
+            fetched_at: Utc::now(),
+            input: json!({"expression": "1+1"}),
+            outcome: Outcome::Data(json!({"value": 2})),
+            attempts: 1,
+            duration_ms: 0.25,
+            truncated: false,
+            output_ref: None,
+            content: vec![Content::text("2"), Content::image("AAAA", "image/png")],
+            approval_id: None,
+        };
+        let failed = ToolResult {
+            outcome: Outcome::Error {
+                kind: ErrorKind::Execution,
+                message: "bad\0".into(),
+            },
+            content: Vec::new(),
+            ..base.clone()
+        };
+        let kept_apart = ToolResult {
+            output_ref: Some("toolgate:output/x".into()),
+            truncated: true,
+            ..base.clone()
+        };
+        for result in [&base, &failed, &kept_apart] {
+            for (origin, cancelled_by) in [(None, None), (Some(&origin), Some("client"))] {
+                let call = CallRecord {
+                    result,
+                    spec: None,
+                    principal: &principal,
+                    origin,
+                    cancelled_by,
+                };
+                let mut record = AuditRecord::from_result(result, None, &principal);
+                record.origin = origin.cloned();
+                record.cancelled_by = cancelled_by.map(str::to_owned);
+                assert_eq!(
+                    format!("{:?}", finished_entry_of(&call)),
+                    format!("{:?}", finished_entry(&record))
+                );
+            }
+        }
+    }
 }

@@ -5,13 +5,13 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use tokio::sync::{mpsc, oneshot};
-use toolgate_core::ErrorChain;
+use toolgate_core::{CallRecord, ErrorChain};
 
 use super::chain::GENESIS;
-use super::record::{AuditRecord, AuditStart, Entry, finished_entry};
+use super::record::{AuditRecord, AuditStart, Entry, finished_entry, finished_entry_of};
 use crate::checkpoint::Head;
 use crate::error::StoreError;
-use crate::{Inner, LOCK_AUDIT, Store, ts, write_tx};
+use crate::{Inner, LOCK_AUDIT, Store, now, ts, write_tx};
 
 impl Store {
     /// Appends `entry` to the chain and waits until it is committed (durably). Entries of
@@ -46,6 +46,8 @@ impl Store {
                     .await
                     .map_err(StoreError::db("reading the audit log"))?;
             let (mut seq, mut prev) = last.unwrap_or((0, GENESIS.to_owned()));
+            // One recording time per batch (they commit together): formatted once, not per entry.
+            let recorded_at = ts(now());
             for entry in entries.iter_mut() {
                 if entry.output_ref.is_some() {
                     entry.output_sha256 =
@@ -56,7 +58,7 @@ impl Store {
                             .map_err(StoreError::db("reading a stored output's hash"))?;
                 }
                 seq += 1;
-                entry.link(seq, std::mem::take(&mut prev));
+                entry.link(seq, std::mem::take(&mut prev), &recorded_at);
                 prev = entry.hash.clone();
             }
             let head = self.inner.checkpoints.as_ref().map(|_| Head { seq, hash: prev });
@@ -123,6 +125,22 @@ impl Store {
     /// `output_ref` is set.
     pub async fn audit_finished(&self, record: &AuditRecord) -> Result<(), StoreError> {
         self.append(finished_entry(record)).await.map(|_| ())
+    }
+
+    /// The pipeline's call, recorded as [`Store::audit_finished`] (`queued` false) or
+    /// [`Store::audit_finished_queued`] (`queued` true) would record
+    /// `AuditRecord::from_result` of it with its origin and canceller.
+    pub(super) async fn audit_call_finished(
+        &self,
+        record: &CallRecord<'_>,
+        queued: bool,
+    ) -> Result<(), StoreError> {
+        let entry = finished_entry_of(record);
+        if queued {
+            self.append_queued(entry).await
+        } else {
+            self.append(entry).await.map(|_| ())
+        }
     }
 
     /// Queues a call's outcome for the next group commit without waiting for it (read-only
