@@ -183,11 +183,17 @@ impl RouteGuard {
     pub(crate) fn bind(&self, token: ProgressToken, request: RequestId) {
         let (ctx, early) = {
             let mut table = self.routes.table();
+            // The usual case: no progress came before the request went out.
+            let none_early = table.early.is_empty();
             let Some(route) = table.calls.get_mut(&self.id) else {
                 return;
             };
-            route.token = Some(token.clone());
             route.request = Some(request);
+            if none_early {
+                route.token = Some(token);
+                return;
+            }
+            route.token = Some(token.clone());
             let ctx = route.ctx.clone();
             let (mine, rest): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut table.early)
                 .into_iter()

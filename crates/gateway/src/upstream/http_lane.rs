@@ -355,12 +355,17 @@ impl HttpLane {
         ctx: &ToolContext,
     ) -> LaneOutcome {
         let server = self.client.server();
-        let mut pending: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
+        // Made at the upstream's first request on the stream: most calls see none, and an empty
+        // `FuturesUnordered` already allocates.
+        let mut pending: Option<FuturesUnordered<BoxFuture<'_, ()>>> = None;
         let mut withdrawn: HashMap<RequestId, CancellationToken> = HashMap::new();
         loop {
-            let item = tokio::select! {
-                Some(()) = pending.next(), if !pending.is_empty() => continue,
-                item = stream.events.next() => item,
+            let item = match pending.as_mut() {
+                Some(requests) if !requests.is_empty() => tokio::select! {
+                    Some(()) = requests.next() => continue,
+                    item = stream.events.next() => item,
+                },
+                _ => stream.events.next().await,
             };
             let event = match item {
                 Some(Ok(event)) => event,
@@ -411,9 +416,11 @@ impl HttpLane {
                     else {
                         continue;
                     };
-                    pending.push(Box::pin(
-                        self.server_request(request, session, ctx, upstream),
-                    ));
+                    pending
+                        .get_or_insert_with(FuturesUnordered::new)
+                        .push(Box::pin(
+                            self.server_request(request, session, ctx, upstream),
+                        ));
                 }
             }
         }
