@@ -431,9 +431,7 @@ impl Store {
                     }
                     if synced.refusal.is_none() && synced.elsewhere.is_none() && sync.take_attempt {
                         let taken: Option<i64> = sqlx::query_scalar(
-                            "INSERT INTO run_tools (run_id, tool, failures, in_flight) VALUES ($1, $2, 0, 1) \
-                             ON CONFLICT (run_id, tool) DO UPDATE SET in_flight = run_tools.in_flight + 1 \
-                             WHERE run_tools.failures + run_tools.in_flight < $3 RETURNING failures",
+                            crate::runs::TAKE_ATTEMPT,
                         )
                         .bind(&key)
                         .bind(tool)

@@ -25,6 +25,13 @@ use toolgate_core::{
 
 use crate::{Store, StoreError, on_pool, parse_ts, ts};
 
+/// Takes an attempt of tool `$2` in run `$1` (one more in flight) unless its failures and calls
+/// in flight already reach `$3`, the run's `max_attempts_per_tool`; answers the tool's failures,
+/// no row when refused. The durable ledger and the cached one both take attempts with it.
+pub(crate) const TAKE_ATTEMPT: &str = "INSERT INTO run_tools (run_id, tool, failures, in_flight) VALUES ($1, $2, 0, 1) \
+     ON CONFLICT (run_id, tool) DO UPDATE SET in_flight = run_tools.in_flight + 1 \
+     WHERE run_tools.failures + run_tools.in_flight < $3 RETURNING failures";
+
 /// A run as stored: who owns it, its budget, what it has used.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -401,9 +408,7 @@ impl Store {
                     None => Step::Run,
                     Some((n, attempts)) => {
                         let attempt: Option<i64> = sqlx::query_scalar(
-                            "INSERT INTO run_tools (run_id, tool, failures, in_flight) VALUES ($1, $2, 0, 1) \
-                             ON CONFLICT (run_id, tool) DO UPDATE SET in_flight = run_tools.in_flight + 1 \
-                             WHERE run_tools.failures + run_tools.in_flight < $3 RETURNING failures",
+                            TAKE_ATTEMPT,
                         )
                         .bind(&key)
                         .bind(tool)
