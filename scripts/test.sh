@@ -23,7 +23,8 @@ if [ "${CI:-}" = true ]; then
   export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 fi
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step line carries the time since the script started (m:ss), so a slow step shows.
+step() { printf '\n==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 # A full build needs several GiB; say so up front rather than as a linker's "No space left".
 free_kib=$(df -Pk . | awk 'NR==2 {print $4}')
@@ -181,4 +182,4 @@ fi
 rm -f "$bench_log"
 
 echo
-echo "All checks passed."
+echo "All checks passed in $((SECONDS / 60)) min $((SECONDS % 60)) s."
