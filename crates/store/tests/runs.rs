@@ -26,6 +26,7 @@ on_each_backend! {
     an_approved_call_runs_in_the_run_it_was_asked_in => approval_body;
     cached_counters_reserve_blocks_and_give_them_back => blocks_body;
     a_crash_loses_reserved_calls_and_never_grants_them_twice => crash_body;
+    every_call_of_a_long_run_is_recorded_once => many_calls_body;
 }
 
 fn failed(tool_failed: bool) -> Settled {
@@ -559,4 +560,21 @@ async fn crash_body(db: &TestDb) {
         "never more than the budget: {seen:?}"
     );
     after.close().await;
+}
+
+/// More calls than one statement records (the cached ledger writes call records in chunks):
+/// each is in `run_calls` exactly once, and the counters agree.
+async fn many_calls_body(db: &TestDb) {
+    let store = &db.store;
+    let run = store.create_run("agent", &Budget::default()).await.unwrap();
+    for _ in 0..2345 {
+        ledger_call(store, run.id).await.unwrap();
+    }
+    let calls = store.run_calls(run.id).await.unwrap();
+    assert_eq!(calls.len(), 2345);
+    let ids: std::collections::HashSet<_> = calls.iter().map(|c| c.call_id).collect();
+    assert_eq!(ids.len(), 2345, "each call recorded once");
+    let seen = store.run(run.id).await.unwrap().unwrap();
+    assert_eq!(seen.tool_calls, 2345);
+    assert_eq!(seen.output_bytes, 23450);
 }
