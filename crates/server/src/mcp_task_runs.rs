@@ -449,7 +449,7 @@ impl TaskInput {
                 "the question {key} is not an MCP input request: {e}"
             ))
         })?;
-        let run = self.run.upgrade().ok_or_else(|| ToolError::cancelled())?;
+        let run = self.run.upgrade().ok_or_else(ToolError::cancelled)?;
         let (to, answer) = oneshot::channel();
         {
             let mut waiting = run.waiting();
