@@ -1,7 +1,9 @@
 //! The tools the official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16)
 //! calls, served by a real toolgate gateway: text, image, audio, embedded and mixed content,
 //! logging, errors, progress, sampling and elicitation, and (for 0.2 under MCP 2026-07-28) the
-//! input-required-result tools — every call through the production
+//! input-required-result tools and the tasks extension's tools (greet, slow_compute,
+//! failing_job, protocol_error_job, confirm_delete, multi_input, test_tool_with_task) — every
+//! call through the production
 //! runtime (`toolgate_runtime::Runtime`, the pipeline `toolgate serve` runs, sandbox executor and
 //! policy client included). The binary is its own sandbox launcher (`main` calls
 //! `toolgate_sandbox::hidden_main` first).
@@ -305,22 +307,81 @@ fn tools() -> Vec<Arc<dyn Tool>> {
             ))
         }),
     ));
+    // The suite's protocol-error task: its handler panics. toolgate contains a handler's panic
+    // as that tool's failure (an `execution` error result, as a direct call answers it), so the
+    // task completes with isError; the suite wants `failed` (tasks-lifecycle, see
+    // expected-failures-2026-07-28.yml).
+    tools.push(Arc::new(
+        tool(
+            "protocol_error_job",
+            "Runs as a task for a client that speaks the tasks extension; its handler panics.",
+        )
+        .tasks(TaskSupport::Optional)
+        .handler(|_, _| async {
+            if std::hint::black_box(true) {
+                panic!("protocol_error_job panics (a conformance fixture)");
+            }
+            Ok(Value::Null)
+        }),
+    ));
+    // Tasks that ask their client (`tasks-mrtr-*`): the question waits in the task
+    // (`input_required`, its key in `inputRequests`) until `tasks/update` answers it.
+    tools.push(Arc::new(
+        tool("confirm_delete", "Asks the client's user to confirm (key confirm_delete), then pretends to delete the file; runs as a task for a client that speaks the tasks extension.")
+            .effect(toolgate_core::Effect::Write)
+            .tasks(TaskSupport::Optional)
+            .param(Parameter::new("filename", ParamType::String).description("The file to delete").required())
+            .handler(|args, ctx| async move {
+                let file = args["filename"].as_str().unwrap_or_default().to_owned();
+                let confirm_form = json!({
+                    "type": "object",
+                    "properties": { "confirm": { "type": "boolean" } },
+                    "required": ["confirm"]
+                });
+                let answer = ctx
+                    .client("elicitation")?
+                    .elicit_as("confirm_delete", format!("Delete {file}?"), confirm_form)
+                    .await?;
+                Ok(json!(match &answer {
+                    ElicitAnswer::Accept(content) if content.get("confirm") == Some(&json!(true)) =>
+                        format!("Deleted {file} (a conformance fixture: nothing is deleted)"),
+                    other => format!("Kept {file}: {}", describe("confirmation", other)),
+                }))
+            }),
+    ));
+    tools.push(Arc::new(
+        tool("multi_input", "Asks two questions at once (keys user_name and go_ahead); runs as a task for a client that speaks the tasks extension.")
+            .tasks(TaskSupport::Optional)
+            .handler(|_, ctx| async move {
+                let client = ctx.client("elicitation")?;
+                let (name, go) = tokio::join!(
+                    client.elicit_as("user_name", "What is your name?".into(), name_form()),
+                    client.elicit_as("go_ahead", "Go ahead?".into(), ok_form()),
+                );
+                Ok(json!(format!("{} {}", greeting(&name?), describe("Go ahead", &go?))))
+            }),
+    ));
+    tools.push(Arc::new(
+        tool("test_tool_with_task", "Asks the user's name in input-required rounds, then runs as a task (MCP 2026-07-28) and greets them.")
+            .tasks(TaskSupport::Required)
+            .asks_before_task()
+            .handler(|_, ctx| async move {
+                let answer = ctx
+                    .client("elicitation")?
+                    .elicit_as("user_name", "What is your name?".into(), name_form())
+                    .await?;
+                Ok(json!(greeting(&answer)))
+            }),
+    ));
     // Input-required results (MCP 2026-07-28, SEP-2322; conformance 0.2 `input-required-result-*`):
     // tools that ask their client through toolgate's client bridge with named questions. Over a
     // session they ask directly; under 2026-07-28 toolgate answers the call with the questions
     // and runs the tool again when the client sends the answers.
-    tools.push(Arc::new(
-        tool(
-            "test_input_required_result_elicitation",
-            "Asks the client's user their name (elicitation, key user_name) and greets them.",
-        )
-        .handler(|_, ctx| async move {
-            let answer = ctx
-                .client("elicitation")?
-                .elicit_as("user_name", "What is your name?".into(), name_form())
-                .await?;
-            Ok(json!(greeting(&answer)))
-        }),
+    tools.push(asking(
+        "test_input_required_result_elicitation",
+        "Asks the client's user their name (elicitation, key user_name) and greets them.",
+        ("user_name", "What is your name?", name_form()),
+        greeting,
     ));
     tools.push(Arc::new(
         tool(
@@ -348,31 +409,17 @@ fn tools() -> Vec<Arc<dyn Tool>> {
             Ok(json!(describe_roots(&roots)))
         }),
     ));
-    tools.push(Arc::new(
-        tool(
-            "test_input_required_result_request_state",
-            "Asks the client's user to confirm (key confirm_state); its second round runs only with the requestState toolgate issued (state-ok).",
-        )
-        .handler(|_, ctx| async move {
-            let answer = ctx
-                .client("elicitation")?
-                .elicit_as("confirm_state", "Please confirm".into(), ok_form())
-                .await?;
-            Ok(json!(format!("state-ok: {}", describe("confirmation", &answer))))
-        }),
+    tools.push(asking(
+        "test_input_required_result_request_state",
+        "Asks the client's user to confirm (key confirm_state); its second round runs only with the requestState toolgate issued (state-ok).",
+        ("confirm_state", "Please confirm", ok_form()),
+        |answer| format!("state-ok: {}", describe("confirmation", answer)),
     ));
-    tools.push(Arc::new(
-        tool(
-            "test_input_required_result_tampered_state",
-            "Asks the client's user to confirm (key confirm_tampered); an altered requestState is refused by toolgate.",
-        )
-        .handler(|_, ctx| async move {
-            let answer = ctx
-                .client("elicitation")?
-                .elicit_as("confirm_tampered", "Please confirm".into(), ok_form())
-                .await?;
-            Ok(json!(describe("confirmation", &answer)))
-        }),
+    tools.push(asking(
+        "test_input_required_result_tampered_state",
+        "Asks the client's user to confirm (key confirm_tampered); an altered requestState is refused by toolgate.",
+        ("confirm_tampered", "Please confirm", ok_form()),
+        |answer| describe("confirmation", answer),
     ));
     tools.push(Arc::new(
         tool(
@@ -496,6 +543,26 @@ fn tools() -> Vec<Arc<dyn Tool>> {
             .handler(|args, _| async move { Ok(json!(format!("Received: {args}"))) }),
     ));
     tools
+}
+
+/// A tool that asks its client's user one question (`key`, `message`, `form`) and answers what
+/// `render` makes of the answer.
+fn asking(
+    name: &str,
+    description: &str,
+    (key, message, form): (&'static str, &'static str, Value),
+    render: fn(&ElicitAnswer) -> String,
+) -> Arc<dyn Tool> {
+    Arc::new(tool(name, description).handler(move |_, ctx| {
+        let form = form.clone();
+        async move {
+            let answer = ctx
+                .client("elicitation")?
+                .elicit_as(key, message.into(), form)
+                .await?;
+            Ok(json!(render(&answer)))
+        }
+    }))
 }
 
 /// A form asking for a name.

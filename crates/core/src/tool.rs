@@ -31,6 +31,16 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Runs one attempt.
     fn call(&self, args: Value, ctx: ToolContext) -> BoxFuture<'_, ToolOutput>;
+
+    /// Whether the tool asks its client's questions before its call becomes an MCP task: under
+    /// MCP 2026-07-28, a task-augmented call to it is answered with input-required rounds
+    /// first, and becomes a task on the round that answers everything the round before asked
+    /// (what it asks after that, it asks through the task: `tasks/get` shows the questions and
+    /// `tasks/update` answers them). Default: no (the task is created at once, and every
+    /// question is asked through it).
+    fn asks_before_task(&self) -> bool {
+        false
+    }
 }
 
 type Handler = dyn Fn(Value, ToolContext) -> BoxFuture<'static, ToolOutput> + Send + Sync;
@@ -40,6 +50,7 @@ type Handler = dyn Fn(Value, ToolContext) -> BoxFuture<'static, ToolOutput> + Se
 pub struct FnTool {
     definition: ToolDefinition,
     handler: Arc<Handler>,
+    asks_before_task: bool,
 }
 
 impl Tool for FnTool {
@@ -49,6 +60,10 @@ impl Tool for FnTool {
 
     fn call(&self, args: Value, ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
         (self.handler)(args, ctx)
+    }
+
+    fn asks_before_task(&self) -> bool {
+        self.asks_before_task
     }
 }
 
@@ -78,6 +93,7 @@ impl fmt::Debug for FnTool {
 #[derive(Clone, Debug)]
 pub struct ToolBuilder {
     def: ToolDefinition,
+    asks_before_task: bool,
 }
 
 impl ToolBuilder {
@@ -85,12 +101,16 @@ impl ToolBuilder {
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
         Self {
             def: ToolDefinition::new(name, description),
+            asks_before_task: false,
         }
     }
 
     /// Starts from an existing definition.
     pub fn from_definition(def: ToolDefinition) -> Self {
-        Self { def }
+        Self {
+            def,
+            asks_before_task: false,
+        }
     }
 
     /// Display name.
@@ -133,6 +153,14 @@ impl ToolBuilder {
     #[must_use]
     pub fn tasks(mut self, support: crate::TaskSupport) -> Self {
         self.def.tasks = Some(support);
+        self
+    }
+
+    /// The tool asks its client's questions before its call becomes an MCP task (see
+    /// [`Tool::asks_before_task`]).
+    #[must_use]
+    pub fn asks_before_task(mut self) -> Self {
+        self.asks_before_task = true;
         self
     }
 
@@ -220,6 +248,7 @@ impl ToolBuilder {
         FnTool {
             definition: self.def,
             handler: Arc::new(move |args, ctx| Box::pin(f(args, ctx))),
+            asks_before_task: self.asks_before_task,
         }
     }
 
@@ -240,7 +269,9 @@ impl ToolBuilder {
         }
         let f = Arc::new(f);
         let name = self.def.name.clone();
+        let asks_before_task = self.asks_before_task;
         FnTool {
+            asks_before_task,
             definition: self.def,
             handler: Arc::new(move |args, ctx| {
                 let f = Arc::clone(&f);

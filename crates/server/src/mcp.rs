@@ -18,7 +18,7 @@ use rmcp::model::{
     GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
     LoggingLevel, LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool as McpTool,
+    ServerConfig, SetLevelRequestParams, SubscriptionFilter, Tool as McpTool, UpdateTaskParams,
 };
 use rmcp::service::{
     NotificationContext, OriginatingRequestId, Peer, RequestContext, SubscriptionContext,
@@ -334,6 +334,21 @@ impl ServerHandler for McpHandler {
         Box::pin(crate::mcp_tasks::get(&self.gw, &caller, &request.task_id)).await
     }
 
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&context)?;
+        Box::pin(crate::mcp_tasks::update(
+            &self.gw,
+            &caller,
+            &request.task_id,
+            request.input_responses,
+        ))
+        .await
+    }
+
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
@@ -463,30 +478,45 @@ impl McpHandler {
         // Tasks hook (see `mcp_tasks`): a call to a tool that supports tasks, from a client
         // that declared the extension, is answered with a task. One that will wait for an
         // approval waits as the durable one (never elicitation); any other runs in the
-        // background (`mcp_task_runs`).
-        let (as_task, confirms) = match self.gw.registry().get(&name) {
+        // background (`mcp_task_runs`), asking its client through the task. A tool that asks
+        // before its task (`Tool::asks_before_task`) is asked through input-required rounds
+        // under 2026-07-28, and becomes a task on the round that answers them all.
+        let (wanted, confirms, asks_first) = match self.gw.registry().get(&name) {
             Some(tool) => (
                 crate::mcp_tasks::wanted(tool.spec(), &context)?,
                 tool.spec().requires_confirmation(),
+                tool.handler().is_some_and(|h| h.asks_before_task()),
             ),
-            None => (false, false),
+            None => (false, false, false),
         };
         let arguments = request.arguments.map_or_else(|| json!({}), Value::Object);
-        if as_task && !confirms {
-            let mut call = CallRequest::new(name, arguments);
-            if let Some(info) = context.peer.peer_info() {
-                call = call.origin(toolgate_core::CallOrigin::mcp(
-                    &info.client_info.name,
-                    &info.client_info.version,
-                ));
-            }
-            let task = crate::mcp_task_runs::start(&self.gw, &caller, call)?;
-            return Ok(CallToolResponse::Task(task));
-        }
         let peer = context.peer.clone();
         let version = context.protocol_version();
         let old_revision = is_2025_03_26(version.as_ref());
         let stateless = is_2026_07_28(version.as_ref());
+        let declared = context.client_capabilities();
+        let can = crate::mcp_input::Can {
+            elicit: declared.as_ref().is_some_and(|c| c.elicitation.is_some()) && !old_revision,
+            sample: declared.as_ref().is_some_and(|c| c.sampling.is_some()),
+            list_roots: declared.as_ref().is_some_and(|c| c.roots.is_some()),
+        };
+        let origin = context.peer.peer_info().map(|info| {
+            toolgate_core::CallOrigin::mcp(&info.client_info.name, &info.client_info.version)
+        });
+        let gathering = wanted && !confirms && asks_first && stateless;
+        let as_task = wanted && !gathering;
+        if as_task && !confirms {
+            let mut call = CallRequest::new(name, arguments);
+            if let Some(origin) = origin {
+                call = call.origin(origin);
+            }
+            let asking = crate::mcp_task_runs::Asking {
+                can,
+                answers: Map::new(),
+            };
+            let task = crate::mcp_task_runs::start(&self.gw, &caller, call, asking)?;
+            return Ok(CallToolResponse::Task(task));
+        }
         let (can_elicit, can_sample, can_list_roots) =
             peer.peer_info().map_or((false, false, false), |info| {
                 (
@@ -530,23 +560,27 @@ impl McpHandler {
                 }
                 None => None,
             };
-            let declared = context.client_capabilities();
-            let can = crate::mcp_input::Can {
-                elicit: declared.as_ref().is_some_and(|c| c.elicitation.is_some()),
-                sample: declared.as_ref().is_some_and(|c| c.sampling.is_some()),
-                list_roots: declared.as_ref().is_some_and(|c| c.roots.is_some()),
-            };
-            let round = crate::mcp_input::Round::new(can, carried, input_responses).map_err(
-                |crate::mcp_input::RoundError::TooLarge(bytes)| {
-                    McpError::invalid_params(
-                        format!(
-                            "inputResponses weigh {bytes} bytes, more than the {} a call's answers may; send only the answers the input-required result asked for",
-                            crate::mcp_input::MAX_ANSWERS_BYTES
-                        ),
-                        None,
-                    )
-                },
-            )?;
+            // A tool that asks before its task, on the round that answers everything the round
+            // before asked: from here it runs as a task, with those answers.
+            if gathering
+                && let Some(answers) = carried
+                    .as_ref()
+                    .and_then(|c| crate::mcp_input::answered(c, input_responses.as_ref()))
+            {
+                let weight = Value::Object(answers.clone()).to_string().len();
+                if weight > crate::mcp_input::MAX_ANSWERS_BYTES {
+                    return Err(too_large(weight));
+                }
+                let mut call = CallRequest::new(name, arguments);
+                if let Some(origin) = origin {
+                    call = call.origin(origin);
+                }
+                let asking = crate::mcp_task_runs::Asking { can, answers };
+                let task = crate::mcp_task_runs::start(&self.gw, &caller, call, asking)?;
+                return Ok(CallToolResponse::Task(task));
+            }
+            let round = crate::mcp_input::Round::new(can, carried, input_responses)
+                .map_err(|crate::mcp_input::RoundError::TooLarge(bytes)| too_large(bytes))?;
             Some(Arc::new(round))
         } else {
             None
@@ -579,11 +613,8 @@ impl McpHandler {
         let mut call = CallRequest::new(name.clone(), arguments.clone())
             .client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
         // Where the call came from: the client as it introduced itself in `initialize`.
-        if let Some(info) = context.peer.peer_info() {
-            call = call.origin(toolgate_core::CallOrigin::mcp(
-                &info.client_info.name,
-                &info.client_info.version,
-            ));
+        if let Some(origin) = origin {
+            call = call.origin(origin);
         }
         // A client that can ask its user does; otherwise the call waits as a durable approval
         // (the pipeline's default gate) and the result names it.
@@ -665,6 +696,17 @@ impl McpHandler {
         }
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// The refusal of answers heavier than a call's answers may weigh.
+fn too_large(bytes: usize) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "inputResponses weigh {bytes} bytes, more than the {} a call's answers may; send only the answers the input-required result asked for",
+            crate::mcp_input::MAX_ANSWERS_BYTES
+        ),
+        None,
+    )
 }
 
 /// A registry tool as an MCP `Tool` (through the MCP export, so both always agree).

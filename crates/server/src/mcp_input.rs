@@ -140,6 +140,28 @@ pub(crate) async fn redeem(
     Ok(serde_json::from_str(&state.carried).ok())
 }
 
+/// Every answer of the call so far, when this request answers everything the round before
+/// asked (the answers `carried` brought, then the client's `responses`); `None` while a
+/// question of that round is unanswered. A tool that asks before its task (see
+/// `Tool::asks_before_task`) becomes a task on such a round, with these answers.
+pub(crate) fn answered(
+    carried: &Carried,
+    responses: Option<&InputResponses>,
+) -> Option<Map<String, Value>> {
+    let mut answers = carried.answers.clone();
+    for (key, answer) in responses.into_iter().flatten() {
+        if key == CONFIRM_KEY && !carried.asked.contains(CONFIRM_KEY) {
+            continue;
+        }
+        answers.entry(key.clone()).or_insert_with(|| answer.clone());
+    }
+    carried
+        .asked
+        .iter()
+        .all(|key| answers.contains_key(key))
+        .then_some(answers)
+}
+
 /// Why a round cannot start from the request.
 #[derive(Debug, PartialEq)]
 pub(crate) enum RoundError {
@@ -400,7 +422,7 @@ pub(crate) fn input_required(requests: InputRequests, token: String) -> InputReq
 }
 
 /// An answer to an elicitation: an error (which decides nothing) when it is not one.
-fn elicit_answer(key: &str, answer: &Value) -> Result<ElicitAnswer, ToolError> {
+pub(crate) fn elicit_answer(key: &str, answer: &Value) -> Result<ElicitAnswer, ToolError> {
     match answer.get("action").and_then(Value::as_str) {
         Some("accept") => Ok(ElicitAnswer::Accept(match answer.get("content") {
             Some(Value::Object(map)) => map.clone(),
@@ -415,7 +437,7 @@ fn elicit_answer(key: &str, answer: &Value) -> Result<ElicitAnswer, ToolError> {
 }
 
 /// An answer to a sampling request (a `CreateMessageResult`).
-fn sampling_reply(key: &str, answer: &Value) -> Result<SamplingReply, ToolError> {
+pub(crate) fn sampling_reply(key: &str, answer: &Value) -> Result<SamplingReply, ToolError> {
     let text = match answer.get("content") {
         Some(Value::Array(blocks)) => Some(
             blocks
@@ -442,7 +464,7 @@ fn sampling_reply(key: &str, answer: &Value) -> Result<SamplingReply, ToolError>
 }
 
 /// An answer to `roots/list` (a `ListRootsResult`).
-fn roots(key: &str, answer: &Value) -> Result<Vec<Root>, ToolError> {
+pub(crate) fn roots(key: &str, answer: &Value) -> Result<Vec<Root>, ToolError> {
     let not = || {
         ToolError::execution(format!(
             "the answer to {key} is not a roots/list result (roots, each with a uri): {answer}"

@@ -11,14 +11,33 @@
 //! as digests). A task is its principal's only: another principal's id reads "not found".
 //! `tasks/cancel` sent to another instance reaches this one through the store's cancel requests
 //! (`mcp_tasks::follow_cancels`).
+//!
+//! A run asks its client through the task (`TaskInput`, the call's client bridge): a question
+//! (elicitation, sampling, roots — only the kinds the client declared) parks the tool and the
+//! task reads `input_required` with the questions waiting, each under its key, in
+//! `inputRequests`; `tasks/update` answers some or all of them (each answer wakes the tool
+//! waiting on it; a key that names no waiting question is ignored) and the task reads
+//! `working` again once none waits. An answer that is not the kind of result its question asks
+//! for ends the task `failed` with −32602 (what a direct call answers such a request). The
+//! questions live in this process's memory: `tasks/update` must reach the instance that runs
+//! the call (another instance answers saying so).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CreateTaskResult, DetailedTask, GetTaskResult, Task, TaskPayload, TaskStatus};
-use toolgate_core::{CallId, CallRequest, CancellationToken, ErrorKind, Outcome, ToolResult};
+use rmcp::model::{
+    CreateTaskResult, DetailedTask, GetTaskResult, InputRequest, InputRequests, InputResponses,
+    Task, TaskPayload, TaskStatus,
+};
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+use toolgate_core::{
+    BoxFuture, CallId, CallRequest, CancellationToken, ClientBridge, ElicitAnswer, ErrorKind,
+    LogLevel, Outcome, Root, SamplingReply, SamplingRequest, ToolError, ToolResult,
+};
 
 use crate::Gateway;
 use crate::auth::Caller;
@@ -45,11 +64,39 @@ struct Run {
     cancel: CancellationToken,
     /// `None` while the call runs.
     done: Mutex<Option<(ToolResult, DateTime<Utc>)>>,
+    /// The questions the call waits on.
+    input: Mutex<Waiting>,
+}
+
+/// The questions a run waits on, and what went wrong with an answer.
+#[derive(Default)]
+struct Waiting {
+    /// By key: the question, and where its answer goes.
+    questions: BTreeMap<String, (InputRequest, oneshot::Sender<Value>)>,
+    /// Why an answer was not the kind of result its question asks for (the first such).
+    malformed: Option<String>,
+    /// When a question was last asked or answered.
+    changed: Option<DateTime<Utc>>,
 }
 
 impl Run {
+    fn new(principal: String, tool: String, created: DateTime<Utc>) -> Self {
+        Self {
+            principal,
+            tool,
+            created,
+            cancel: CancellationToken::new(),
+            done: Mutex::new(None),
+            input: Mutex::default(),
+        }
+    }
+
     fn finished(&self) -> Option<(ToolResult, DateTime<Utc>)> {
         self.done.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.input.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -74,24 +121,40 @@ impl TaskRuns {
     }
 }
 
-/// Starts `call` in the background as `caller` and answers with its task (`working`).
+/// What a task's call may ask its client: the kinds of input the client declared, and the
+/// answers it already gave (input-required rounds before the task, see
+/// `Tool::asks_before_task`).
+#[derive(Default)]
+pub(crate) struct Asking {
+    pub(crate) can: crate::mcp_input::Can,
+    pub(crate) answers: Map<String, Value>,
+}
+
+/// Starts `call` in the background as `caller` and answers with its task (`working`); its
+/// questions to the client go through the task (see the module's docs).
 pub(crate) fn start(
     gw: &Arc<Gateway>,
     caller: &Arc<Caller>,
     mut call: CallRequest,
+    asking: Asking,
 ) -> Result<CreateTaskResult, McpError> {
     let now = Utc::now();
     let id = CallId::new();
     // Its start is committed before it runs, whatever the tool's effect: another instance
     // answers tasks/get and tasks/cancel for it from that entry.
     call = call.call_id(id).record_start();
-    let run = Arc::new(Run {
-        principal: caller.principal.id.as_str().to_owned(),
-        tool: call.tool.clone(),
-        created: now,
-        cancel: CancellationToken::new(),
-        done: Mutex::new(None),
-    });
+    let run = Arc::new(Run::new(
+        caller.principal.id.as_str().to_owned(),
+        call.tool.clone(),
+        now,
+    ));
+    call = call.client(Arc::new(TaskInput {
+        run: Arc::downgrade(&run),
+        cancel: run.cancel.clone(),
+        can: asking.can,
+        answers: asking.answers,
+        next_key: AtomicUsize::new(0),
+    }) as Arc<dyn ClientBridge>);
     {
         let mut runs = gw.task_runs.lock();
         runs.retain(|_, r| r.finished().is_none_or(|(_, at)| now - at < KEEP));
@@ -147,13 +210,11 @@ pub(crate) async fn get(
             return Err(not_found(task_id));
         }
         let at = record.recorded_at.unwrap_or(record.fetched_at);
-        let run = Run {
-            principal: record.principal.clone(),
-            tool: record.tool.clone(),
-            created: record.fetched_at,
-            cancel: CancellationToken::new(),
-            done: Mutex::new(None),
-        };
+        let run = Run::new(
+            record.principal.clone(),
+            record.tool.clone(),
+            record.fetched_at,
+        );
         let blocks = record.content.len();
         let result = ToolResult {
             tool: record.tool,
@@ -179,13 +240,11 @@ pub(crate) async fn get(
     }
     match call.started {
         Some(start) if start.principal == caller.principal.id.as_str() => {
-            let run = Run {
-                principal: start.principal.clone(),
-                tool: start.tool.clone(),
-                created: start.fetched_at,
-                cancel: CancellationToken::new(),
-                done: Mutex::new(None),
-            };
+            let run = Run::new(
+                start.principal.clone(),
+                start.tool.clone(),
+                start.fetched_at,
+            );
             let mut detailed = task_of(&run, id, None)?;
             detailed.task.status_message = Some(format!(
                 "The call to {} started (call {id}) and has no result yet: it runs on another toolgate instance, or was cut by a restart (then check its effect by hand)",
@@ -221,14 +280,67 @@ pub(crate) async fn cancel(
     Ok(())
 }
 
-/// The task of a run: `working` until it finished, then `completed` with the call's result as
-/// a direct call gives it (tool errors included, as `isError`), or `cancelled`.
+/// `tasks/update` of a background call: each answer goes to the question waiting under its key
+/// (the tool waiting on it goes on); a key that names no waiting question (never asked, already
+/// answered, or of a finished task) is ignored. The task's state is read with `tasks/get`.
+pub(crate) async fn update(
+    gw: &Gateway,
+    caller: &Caller,
+    task_id: &str,
+    id: CallId,
+    responses: InputResponses,
+) -> Result<(), McpError> {
+    if let Some(run) = gw.task_runs.run(id) {
+        if run.principal != caller.principal.id.as_str() {
+            return Err(not_found(task_id));
+        }
+        let mut waiting = run.waiting();
+        for (key, answer) in responses {
+            if let Some((_, to)) = waiting.questions.remove(&key) {
+                // The tool stopped waiting (cancelled) if this fails: nothing to answer.
+                let _ = to.send(answer);
+                waiting.changed = Some(Utc::now());
+            }
+        }
+        return Ok(());
+    }
+    // Not run here: read it (not found for another principal's), then say where it stands.
+    let read = get(gw, caller, task_id, id).await?;
+    if read.task.status() == TaskStatus::Working {
+        return Err(McpError::new(
+            rmcp::model::ErrorCode(-32000),
+            format!(
+                "Task {task_id} runs on another toolgate instance, which holds its questions: send tasks/update to that instance (route a task's requests to one instance), or read its state with tasks/get"
+            ),
+            Some(json!({ "taskId": task_id })),
+        ));
+    }
+    // Finished: nothing waits for an answer any more.
+    Ok(())
+}
+
+/// The task of a run: `working` until it finished (`input_required` while the call waits on
+/// questions to its client), then `completed` with the call's result as a direct call gives it
+/// (tool errors included, as `isError`), `cancelled`, or `failed` when an answer the client sent
+/// was not the kind of result its question asked for.
 fn task_of(
     run: &Run,
     id: CallId,
     finished: Option<(ToolResult, DateTime<Utc>)>,
 ) -> Result<DetailedTask, McpError> {
-    let updated = finished.as_ref().map_or(run.created, |(_, at)| *at);
+    let (asked, malformed, changed) = {
+        let waiting = run.waiting();
+        let asked: InputRequests = waiting
+            .questions
+            .iter()
+            .map(|(key, (request, _))| (key.clone(), request.clone()))
+            .collect();
+        (asked, waiting.malformed.clone(), waiting.changed)
+    };
+    let updated = match &finished {
+        Some((_, at)) => *at,
+        None => changed.unwrap_or(run.created),
+    };
     let mut task = Task::new(
         id.to_string(),
         TaskStatus::Working,
@@ -238,6 +350,20 @@ fn task_of(
     .with_ttl_ms(u64::try_from(KEEP.num_milliseconds()).unwrap_or(0))
     .with_poll_interval_ms(POLL_INTERVAL_MS);
     let (payload, message) = match finished {
+        None if !asked.is_empty() => {
+            let keys: Vec<&str> = asked.keys().map(String::as_str).collect();
+            let message = format!(
+                "The call to {} waits for your answers to {}: send them with tasks/update (inputResponses under the same keys)",
+                run.tool,
+                keys.join(", ")
+            );
+            (
+                TaskPayload::InputRequired {
+                    input_requests: asked,
+                },
+                message,
+            )
+        }
         None => (
             TaskPayload::Working,
             format!("The call to {} is running; tasks/cancel stops it", run.tool),
@@ -252,6 +378,17 @@ fn task_of(
                 format!("Cancelled while running: {why}"),
             )
         }
+        Some((result, _)) if !result.is_ok() && malformed.is_some() => {
+            let why = malformed.unwrap_or_default();
+            let message = format!(
+                "The call to {} stopped on an invalid answer: {why}; call the tool again",
+                run.tool
+            );
+            let mut error = Map::new();
+            error.insert("code".into(), json!(-32602));
+            error.insert("message".into(), json!(message));
+            (TaskPayload::Failed { error }, message)
+        }
         Some((result, _)) => (
             TaskPayload::Completed {
                 result: call_result_object(result)?,
@@ -261,6 +398,182 @@ fn task_of(
     };
     task.status_message = Some(message);
     Ok(DetailedTask::new(task, payload))
+}
+
+/// A task's call's connection to its client: questions wait in the task for `tasks/update`
+/// (see the module's docs); log messages have no stream to ride and are dropped.
+struct TaskInput {
+    /// Weak: the run owns the bridge's call, not the other way round.
+    run: std::sync::Weak<Run>,
+    cancel: CancellationToken,
+    can: crate::mcp_input::Can,
+    /// Answers given before the task (input-required rounds), by key.
+    answers: Map<String, Value>,
+    next_key: AtomicUsize,
+}
+
+/// Takes a waiting question out of its run when the tool stops waiting (answered, cancelled,
+/// or its attempt timed out).
+struct Asked<'a> {
+    run: &'a Run,
+    key: &'a str,
+}
+
+impl Drop for Asked<'_> {
+    fn drop(&mut self) {
+        self.run.waiting().questions.remove(self.key);
+    }
+}
+
+impl TaskInput {
+    fn auto_key(&self, kind: &str) -> String {
+        format!(
+            "{kind}-{}",
+            self.next_key.fetch_add(1, Ordering::SeqCst) + 1
+        )
+    }
+
+    /// The answer to `key`: one given before the task, else `request` waits in the task until
+    /// `tasks/update` answers it or the call is cancelled.
+    async fn ask(&self, key: &str, request: Value) -> Result<Value, ToolError> {
+        if let Some(answer) = self.answers.get(key) {
+            return Ok(answer.clone());
+        }
+        if key == crate::mcp_input::CONFIRM_KEY {
+            return Err(ToolError::execution(format!(
+                "the question key {key} is toolgate's confirmation form; name the tool's question otherwise"
+            )));
+        }
+        let request: InputRequest = serde_json::from_value(request).map_err(|e| {
+            ToolError::execution(format!(
+                "the question {key} is not an MCP input request: {e}"
+            ))
+        })?;
+        let run = self.run.upgrade().ok_or_else(ToolError::cancelled)?;
+        let (to, answer) = oneshot::channel();
+        {
+            let mut waiting = run.waiting();
+            if waiting.questions.contains_key(key) {
+                return Err(ToolError::execution(format!(
+                    "the question {key} is asked twice at once; give each question its own key"
+                )));
+            }
+            waiting.questions.insert(key.to_owned(), (request, to));
+            waiting.changed = Some(Utc::now());
+        }
+        let _asked = Asked { run: &run, key };
+        tokio::select! {
+            answer = answer => answer.map_err(|_| ToolError::cancelled()),
+            () = self.cancel.cancelled() => Err(ToolError::cancelled()),
+        }
+    }
+
+    /// Notes an answer that does not parse: the task ends `failed` (an invalid request).
+    fn check<T>(&self, parsed: Result<T, ToolError>) -> Result<T, ToolError> {
+        if let (Err(e), Some(run)) = (&parsed, self.run.upgrade()) {
+            run.waiting()
+                .malformed
+                .get_or_insert_with(|| e.message().to_owned());
+        }
+        parsed
+    }
+
+    fn cannot(what: &str) -> ToolError {
+        ToolError::unavailable(format!(
+            "The MCP client did not declare the {what} capability when it started this task, so the task cannot ask it"
+        ))
+        .permanent()
+    }
+}
+
+impl ClientBridge for TaskInput {
+    fn log(&self, _level: LogLevel, _logger: Option<&str>, _data: Value) {}
+
+    fn can_elicit(&self) -> bool {
+        self.can.elicit
+    }
+
+    fn can_sample(&self) -> bool {
+        self.can.sample
+    }
+
+    fn can_list_roots(&self) -> bool {
+        self.can.list_roots
+    }
+
+    fn sample(&self, request: SamplingRequest) -> BoxFuture<'_, Result<SamplingReply, ToolError>> {
+        Box::pin(async move { self.sample_as(&self.auto_key("sampling"), request).await })
+    }
+
+    fn elicit(
+        &self,
+        message: String,
+        schema: Value,
+    ) -> BoxFuture<'_, Result<ElicitAnswer, ToolError>> {
+        Box::pin(async move {
+            self.elicit_as(&self.auto_key("elicitation"), message, schema)
+                .await
+        })
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<Vec<Root>, ToolError>> {
+        Box::pin(async move { self.list_roots_as(&self.auto_key("roots")).await })
+    }
+
+    fn elicit_as(
+        &self,
+        key: &str,
+        message: String,
+        schema: Value,
+    ) -> BoxFuture<'_, Result<ElicitAnswer, ToolError>> {
+        let key = key.to_owned();
+        Box::pin(async move {
+            if !self.can.elicit {
+                return Err(Self::cannot("elicitation"));
+            }
+            let request = json!({
+                "method": "elicitation/create",
+                "params": {"mode": "form", "message": message, "requestedSchema": schema},
+            });
+            let answer = self.ask(&key, request).await?;
+            self.check(crate::mcp_input::elicit_answer(&key, &answer))
+        })
+    }
+
+    fn sample_as(
+        &self,
+        key: &str,
+        request: SamplingRequest,
+    ) -> BoxFuture<'_, Result<SamplingReply, ToolError>> {
+        let key = key.to_owned();
+        Box::pin(async move {
+            if !self.can.sample {
+                return Err(Self::cannot("sampling"));
+            }
+            let mut params = json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": request.prompt}}],
+                "maxTokens": request.max_tokens,
+            });
+            if let Some(system) = request.system_prompt {
+                params["systemPrompt"] = json!(system);
+            }
+            let request = json!({"method": "sampling/createMessage", "params": params});
+            let answer = self.ask(&key, request).await?;
+            self.check(crate::mcp_input::sampling_reply(&key, &answer))
+        })
+    }
+
+    fn list_roots_as(&self, key: &str) -> BoxFuture<'_, Result<Vec<Root>, ToolError>> {
+        let key = key.to_owned();
+        Box::pin(async move {
+            if !self.can.list_roots {
+                return Err(Self::cannot("roots"));
+            }
+            let request = json!({"method": "roots/list", "params": {}});
+            let answer = self.ask(&key, request).await?;
+            self.check(crate::mcp_input::roots(&key, &answer))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -331,7 +644,13 @@ mod tests {
             shutdown.clone(),
         ));
         let caller = Arc::new(Caller::new(Principal::local(), one.plan().clone()));
-        let task = super::start(&one, &caller, CallRequest::new("long", json!({}))).unwrap();
+        let task = super::start(
+            &one,
+            &caller,
+            CallRequest::new("long", json!({})),
+            super::Asking::default(),
+        )
+        .unwrap();
         let id = task.task.task_id.clone();
         let call = toolgate_core::CallId::parse(&id).unwrap();
         tokio::time::timeout(Duration::from_secs(10), started.notified())

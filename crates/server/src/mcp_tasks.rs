@@ -14,7 +14,8 @@
 
 use rmcp::model::{
     ClientCapabilities, CreateTaskResult, DetailedTask, ErrorCode, GetTaskResult, InputRequests,
-    JsonObject, MetaObject, ProtocolVersion, TASKS_EXTENSION_ID, Task, TaskPayload, TaskStatus,
+    InputResponses, JsonObject, MetaObject, ProtocolVersion, TASKS_EXTENSION_ID, Task, TaskPayload,
+    TaskStatus,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -106,6 +107,23 @@ pub(crate) async fn get(
     let mut result = GetTaskResult::new(detailed(&approval)?);
     result.meta = Some(approval_meta(&approval));
     Ok(result)
+}
+
+/// `tasks/update`: answers to the questions a task's call waits on (a background call's, see
+/// `mcp_task_runs::update`). An approval's task asks the client nothing (a person decides,
+/// outside MCP: its `inputRequests` is empty), so its answers change nothing; it is still read
+/// first, so another principal's task is "not found".
+pub(crate) async fn update(
+    gw: &Gateway,
+    caller: &Caller,
+    task_id: &str,
+    responses: InputResponses,
+) -> Result<(), McpError> {
+    if let Ok(id) = CallId::parse(task_id) {
+        return crate::mcp_task_runs::update(gw, caller, task_id, id, responses).await;
+    }
+    owned(gw, caller, task_id).await?;
+    Ok(())
 }
 
 /// `tasks/cancel`: withdraws a pending approval (it is denied in the caller's name, never runs,

@@ -779,3 +779,169 @@ async fn task_support_is_listed_required_needs_the_extension_and_forbidden_is_di
     assert!(direct.get("taskId").is_none(), "{direct}");
     h.cleanup().await;
 }
+
+/// A task that asks its client (`tasks/update`): a tool that asks two questions at once (keys
+/// `name` and `go`, elicitation) and greets the name once both are answered; `asks_first`
+/// builds it as a tool that asks before its task (input-required rounds first).
+fn asking(asks_first: bool) -> std::sync::Arc<dyn toolgate_core::Tool> {
+    let mut builder = toolgate_core::ToolBuilder::new("ask_two", "Asks two things; for tests.")
+        .tasks(toolgate_core::TaskSupport::Optional);
+    if asks_first {
+        builder = builder.asks_before_task();
+    }
+    std::sync::Arc::new(builder.handler(|_, ctx| async move {
+        let client = ctx.client("elicitation")?;
+        let form = json!({"type": "object", "properties": {"v": {"type": "string"}}});
+        let (name, go) = tokio::join!(
+            client.elicit_as("name", "Name?".into(), form.clone()),
+            client.elicit_as("go", "Go?".into(), form.clone()),
+        );
+        let v = |a: toolgate_core::ElicitAnswer| match a {
+            toolgate_core::ElicitAnswer::Accept(c) => c["v"].as_str().unwrap_or("").to_owned(),
+            _ => "no".to_owned(),
+        };
+        Ok(json!(format!("Hello, {}! go={}", v(name?), v(go?))))
+    }))
+}
+
+fn accept(v: &str) -> Value {
+    json!({"action": "accept", "content": {"v": v}})
+}
+
+async fn update(router: &axum::Router, token: &str, task: &str, answers: Value) -> Value {
+    mcp(
+        router,
+        token,
+        "tasks/update",
+        json!({"taskId": task, "inputResponses": answers}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_task_asks_its_client_and_tasks_update_answers_each_question() {
+    let h = Harness::with_options(options()).await;
+    h.gw.registry()
+        .register_all(vec![asking(false)], false)
+        .unwrap();
+    let router = h.gw.router();
+    let created =
+        mcp(&router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"].clone();
+    assert_eq!(created["resultType"], "task", "{created}");
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    let waiting = until(&router, &task, "input_required").await;
+    let keys: Vec<&String> = waiting["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["go", "name"], "both questions wait: {waiting}");
+    assert_eq!(
+        waiting["inputRequests"]["name"]["method"], "elicitation/create",
+        "{waiting}"
+    );
+    // Another principal cannot answer: not found.
+    let foreign = update(&router, BOB, &task, json!({"name": accept("Mallory")})).await;
+    assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+    // One answer (and a key nothing asked, ignored): acknowledged; the other still waits.
+    let ack = update(
+        &router,
+        ALICE,
+        &task,
+        json!({"name": accept("Ada"), "nobody-asked": {"x": 1}}),
+    )
+    .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let still = get(&router, ALICE, &task).await["result"].clone();
+    assert_eq!(still["status"], "input_required", "{still}");
+    let keys: Vec<&String> = still["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["go"], "only the unanswered question: {still}");
+    update(&router, ALICE, &task, json!({"go": accept("yes")})).await;
+    let done = until(&router, &task, "completed").await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Ada! go=yes",
+        "{done}"
+    );
+    // A finished task's answers change nothing and are acknowledged.
+    let late = update(&router, ALICE, &task, json!({"go": accept("no")})).await;
+    assert_eq!(late["result"]["resultType"], "complete", "{late}");
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_answer_of_the_wrong_kind_fails_the_task_and_cancel_stops_a_waiting_one() {
+    let h = Harness::with_options(options()).await;
+    h.gw.registry()
+        .register_all(vec![asking(false)], false)
+        .unwrap();
+    let router = h.gw.router();
+    let task =
+        mcp(&router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"]["taskId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    until(&router, &task, "input_required").await;
+    update(
+        &router,
+        ALICE,
+        &task,
+        json!({"name": {"action": 5}, "go": accept("yes")}),
+    )
+    .await;
+    let failed = until(&router, &task, "failed").await;
+    assert_eq!(failed["error"]["code"], -32602, "{failed}");
+    assert!(failed.get("result").is_none(), "{failed}");
+
+    let task =
+        mcp(&router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"]["taskId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    until(&router, &task, "input_required").await;
+    let ack = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    until(&router, &task, "cancelled").await;
+    h.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_tool_that_asks_before_its_task_is_asked_in_rounds_then_becomes_a_task() {
+    let h = Harness::with_options(options()).await;
+    h.gw.registry()
+        .register_all(vec![asking(true)], false)
+        .unwrap();
+    let router = h.gw.router();
+    let first =
+        mcp(&router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"].clone();
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    assert!(first.get("taskId").is_none(), "{first}");
+    let state = first["requestState"].as_str().unwrap().to_owned();
+    // Answering one of the two questions: another round, still no task.
+    let second = mcp(
+        &router,
+        ALICE,
+        "tools/call",
+        json!({"name": "ask_two", "requestState": state, "inputResponses": {"name": accept("Ada")}}),
+    )
+    .await["result"]
+        .clone();
+    assert_eq!(second["resultType"], "input_required", "{second}");
+    let state = second["requestState"].as_str().unwrap().to_owned();
+    let created = mcp(
+        &router,
+        ALICE,
+        "tools/call",
+        json!({"name": "ask_two", "requestState": state, "inputResponses": {"go": accept("yes")}}),
+    )
+    .await["result"]
+        .clone();
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert!(created.get("requestState").is_none(), "{created}");
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    let done = until(&router, &task, "completed").await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Ada! go=yes",
+        "the answers of the rounds before reach the task: {done}"
+    );
+    h.cleanup().await;
+}
