@@ -35,6 +35,7 @@ async fn backends() -> Vec<(Store, Option<(String, String)>, Option<tempfile::Te
         let schema = pg::unique_schema("tg_runtime");
         let options = StoreOptions {
             pg_schema: Some(schema.clone()),
+            ..StoreOptions::default()
         };
         let store = Store::open(&DbUrl::parse(&url).unwrap(), &options)
             .await

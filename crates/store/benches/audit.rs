@@ -72,6 +72,7 @@ async fn postgres() -> Result<Option<(Store, String, String)>, BoxError> {
     let schema = pg::unique_schema("tg_bench");
     let options = StoreOptions {
         pg_schema: Some(schema.clone()),
+        ..StoreOptions::default()
     };
     let store = Store::open(&DbUrl::parse(&url)?, &options).await?;
     Ok(Some((store, url, schema)))

@@ -90,6 +90,7 @@ async fn main() -> Result<(), BoxError> {
                 &DbUrl::parse(url)?,
                 &StoreOptions {
                     pg_schema: Some(schema.clone()),
+                    ..StoreOptions::default()
                 },
             )
             .await?,

@@ -110,6 +110,7 @@ pub use gate::{
     run_approved_with,
 };
 pub use quota::{SHARED_LEASE, SharedQuotas};
+pub use run_cache::RUN_LEASE;
 pub use runs::{Admission, RunCall, StoredRun};
 pub use sync::SYNC_INTERVAL;
 pub use tier::{ALL_BUILTINS, Tier};
@@ -123,6 +124,10 @@ pub struct StoreOptions {
     /// connection's `search_path`. `None` uses the server's default `search_path` (usually
     /// `public`). Ignored for SQLite.
     pub pg_schema: Option<String>,
+    /// How long this instance's hold on a run's reserved calls and a tool's attempts lasts
+    /// without renewal (see `run_cache.rs`); `None` is [`RUN_LEASE`]. Tests shorten it; at
+    /// least 100 ms.
+    pub run_lease: Option<Duration>,
 }
 
 /// How long a SQLite connection waits for another writer before failing.
@@ -152,6 +157,8 @@ pub(crate) struct Inner {
     pub(crate) checkpoints: Option<checkpoint::Checkpointer>,
     /// Runs' counters cached in this process (see `run_cache`).
     pub(crate) runs: run_cache::RunCache,
+    /// How long this instance's run leases last without renewal.
+    pub(crate) run_lease: Duration,
 }
 
 impl Drop for Inner {
@@ -274,6 +281,10 @@ impl Store {
                 audit_writer,
                 checkpoints,
                 runs: run_cache::RunCache::default(),
+                run_lease: options
+                    .run_lease
+                    .unwrap_or(run_cache::RUN_LEASE)
+                    .max(Duration::from_millis(100)),
             }),
         };
         audit::AuditWriter::spawn(Arc::downgrade(&store.inner), audit_jobs);
@@ -389,6 +400,11 @@ macro_rules! scripts {
                 15,
                 "run_reserved_calls",
                 include_str!(concat!($dir, "/0015_run_reserved_calls.sql")),
+            ),
+            (
+                16,
+                "run_leases",
+                include_str!(concat!($dir, "/0016_run_leases.sql")),
             ),
         ]
     };

@@ -11,8 +11,9 @@
 //! is atomic on both backends (SQLite serializes writers; PostgreSQL locks the row and re-checks
 //! the condition), so two instances or two calls at once can never both take a run's last call,
 //! nor more attempts of a tool than it may fail. Settling a call ends its attempt: a failure, or
-//! released. An attempt whose instance crashed stays in flight (its outcome is unknown, so it
-//! counts). When the store cannot be reached the call is refused `unavailable`, never let
+//! released. An attempt of this durable path whose instance crashed stays in flight (its outcome
+//! is unknown, so it counts); the cached ledger's reservations and attempts are leased per
+//! instance instead and come back when a crashed holder's lease expires (`run_cache.rs`). When the store cannot be reached the call is refused `unavailable`, never let
 //! through uncounted.
 
 use std::collections::BTreeMap;
@@ -52,7 +53,8 @@ pub struct StoredRun {
     pub tool_calls: u64,
     /// Tool calls instances reserved in blocks and have not reported as used or given back
     /// yet (see `run_cache`): the run may still make at most `max_tool_calls - tool_calls -
-    /// reserved_calls` calls beyond them.
+    /// reserved_calls` calls beyond them. Each instance's share is leased: a crashed
+    /// instance's is counted as used once its lease expires and another instance syncs the run.
     pub reserved_calls: u64,
     /// Output bytes returned.
     pub output_bytes: u64,

@@ -111,6 +111,7 @@ async fn child_runs_side_effects_until_killed() {
     );
     let options = StoreOptions {
         pg_schema: (!schema.is_empty()).then(|| schema.to_owned()),
+        ..StoreOptions::default()
     };
     let store = Store::open(&DbUrl::parse(url).unwrap(), &options)
         .await

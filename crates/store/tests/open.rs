@@ -19,6 +19,7 @@ async fn child_opens_store() {
     let (url, schema) = target.split_once('|').unwrap();
     let options = StoreOptions {
         pg_schema: (!schema.is_empty()).then(|| schema.to_owned()),
+        ..StoreOptions::default()
     };
     let store = Store::open(&DbUrl::parse(url).unwrap(), &options)
         .await
@@ -37,7 +38,7 @@ async fn targets() -> Vec<(DbUrl, StoreOptions, Option<tempfile::TempDir>)> {
 }
 
 /// How many migrations each backend has (each must be applied exactly once).
-const MIGRATIONS: i64 = 15;
+const MIGRATIONS: i64 = 16;
 
 async fn migrations_applied(url: &DbUrl, options: &StoreOptions) -> i64 {
     let store = Store::open(url, options).await.unwrap();
@@ -178,6 +179,7 @@ async fn bad_schema_names_are_refused() {
         &DbUrl::parse(&toolgate_test_support::pg::url()).unwrap(),
         &StoreOptions {
             pg_schema: Some("x\"; DROP TABLE y; --".into()),
+            ..StoreOptions::default()
         },
     )
     .await

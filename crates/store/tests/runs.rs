@@ -1,7 +1,9 @@
 //! Runs in the store, on each backend: tool calls counted atomically (two instances racing for
 //! the last calls of a run take exactly the budget), failed attempts per tool, wall time, turns,
-//! a run another principal cannot use, and counters kept across a reopen (a restart); and the
-//! pipeline's budget stage over the store, refusing the third failed attempt of a tool.
+//! a run another principal cannot use, and counters kept across a reopen (a restart); the
+//! pipeline's budget stage over the store, refusing the third failed attempt of a tool; and the
+//! leases on what an instance reserved: a crashed instance's calls and attempts come back after
+//! its lease, a live one keeps them while it renews, a paused one notices it lost them.
 #![cfg(test)]
 
 mod common;
@@ -15,7 +17,7 @@ use toolgate_core::{
     Budget, CallId, CallRequest, ErrorKind, Exhausted, PipelineBuilder, Registry, RunBudgetStage,
     RunLedger, RunStatus, Settled, ToolBuilder, ToolError,
 };
-use toolgate_store::{Admission, Store};
+use toolgate_store::{Admission, Store, StoreOptions};
 
 on_each_backend! {
     tool_calls_are_counted_and_kept_across_a_reopen => counted_body;
@@ -27,6 +29,27 @@ on_each_backend! {
     cached_counters_reserve_blocks_and_give_them_back => blocks_body;
     a_crash_loses_reserved_calls_and_never_grants_them_twice => crash_body;
     every_call_of_a_long_run_is_recorded_once => many_calls_body;
+    a_crashed_instances_attempts_come_back_after_its_lease => crashed_attempts_body;
+    a_live_instance_keeps_its_lease_while_it_renews => renewal_body;
+    an_instance_whose_lease_was_taken_back_stops_using_it => paused_body;
+}
+
+/// The run lease of the lease tests: short, so they wait a second or two, not the default 5 s.
+const LEASE: Duration = Duration::from_millis(500);
+
+/// Two instances on `db`'s database, as two toolgate processes would be (each its own run
+/// cache, sweeper and instance id): `db`'s store and another one when `lease` is `None`, else
+/// two new ones whose run leases last `lease`.
+async fn two_instances(db: &TestDb, lease: Option<Duration>) -> (Store, Store) {
+    let options = StoreOptions {
+        run_lease: lease,
+        ..db.options.clone()
+    };
+    let a = match lease {
+        None => db.store.clone(),
+        Some(_) => Store::open(&db.url, &options).await.unwrap(),
+    };
+    (a, Store::open(&db.url, &options).await.unwrap())
 }
 
 fn failed(tool_failed: bool) -> Settled {
@@ -104,8 +127,7 @@ async fn counted_body(db: &TestDb) {
 }
 
 async fn race_body(db: &TestDb) {
-    let a = db.store.clone();
-    let b = db.reopen().await;
+    let (a, b) = two_instances(db, None).await;
     let run = a
         .create_run(
             "agent",
@@ -312,8 +334,8 @@ fn pipeline_on(store: &Store) -> toolgate_core::Pipeline {
 }
 
 async fn concurrent_body(db: &TestDb) {
-    let b = db.reopen().await;
-    let pipelines = [pipeline_on(&db.store), pipeline_on(&b)];
+    let (a, b) = two_instances(db, None).await;
+    let pipelines = [pipeline_on(&a), pipeline_on(&b)];
     let pipelines = Arc::new(pipelines);
     // Forty calls at once of a failing tool, half on each instance: exactly three fail (the
     // attempts budget), the rest are refused, never run.
@@ -456,8 +478,7 @@ async fn ledger_call(store: &Store, run: toolgate_core::RunId) -> Result<(), Too
 }
 
 async fn blocks_body(db: &TestDb) {
-    let a = db.store.clone();
-    let b = db.reopen().await;
+    let (a, b) = two_instances(db, None).await;
     let run = a
         .create_run(
             "agent",
@@ -533,8 +554,8 @@ async fn blocks_body(db: &TestDb) {
 }
 
 async fn crash_body(db: &TestDb) {
-    let run = db
-        .store
+    let (crashed, b) = two_instances(db, Some(LEASE)).await;
+    let run = b
         .create_run(
             "agent",
             &Budget {
@@ -545,21 +566,164 @@ async fn crash_body(db: &TestDb) {
         .await
         .unwrap();
     // An instance reserves a block of two, uses one and dies without giving it back.
-    let crashed = db.reopen().await;
     ledger_call(&crashed, run.id).await.unwrap();
     drop(crashed);
-    let after = db.reopen().await;
+    // While its lease runs, the other instance makes what is free and is asked to retry for
+    // the rest (it may be a live instance's).
     let mut made = 0;
-    while ledger_call(&after, run.id).await.is_ok() {
-        made += 1;
+    let e = loop {
+        match ledger_call(&b, run.id).await {
+            Ok(()) => made += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(made, 6);
+    assert_eq!(e.kind(), ErrorKind::RateLimited, "{e:?}");
+    // Once the lease has expired, the next sync takes it back: its two calls count as used (the
+    // one made was not reported: lost with the crash, never granted twice), and the run ends
+    // with its budget spent, exactly.
+    tokio::time::sleep(LEASE * 2).await;
+    let e = ledger_call(&b, run.id).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e:?}");
+    assert!(e.message().contains("8 of its 8 tool calls"), "{e:?}");
+    let seen = b.run(run.id).await.unwrap().unwrap();
+    assert_eq!((seen.tool_calls, seen.reserved_calls), (8, 0), "{seen:?}");
+    assert_eq!(seen.status, RunStatus::Exhausted);
+    assert_eq!(b.run_calls(run.id).await.unwrap().len(), 6);
+    assert_eq!(db.count("SELECT COUNT(*) FROM run_leases").await, 0);
+    b.close().await;
+}
+
+async fn crashed_attempts_body(db: &TestDb) {
+    let (crashed, b) = two_instances(db, Some(LEASE)).await;
+    let run = b
+        .create_run(
+            "agent",
+            &Budget {
+                max_attempts_per_tool: Some(2),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    // An instance holds both attempts of `t` (two calls running) and dies.
+    for _ in 0..2 {
+        RunLedger::admit(&crashed, run.id, "agent", "t", CallId::new())
+            .await
+            .unwrap();
     }
-    assert_eq!(made, 6, "the crashed block is lost, never granted again");
-    let seen = after.run(run.id).await.unwrap().unwrap();
-    assert!(
-        seen.tool_calls + seen.reserved_calls <= 8,
-        "never more than the budget: {seen:?}"
+    drop(crashed);
+    let e = ledger_call(&b, run.id).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::RateLimited, "{e:?}");
+    assert!(e.message().contains("2 calls still running"), "{e:?}");
+    // After its lease the attempts are free again: the tool may fail twice, exactly.
+    tokio::time::sleep(LEASE * 2).await;
+    for _ in 0..2 {
+        let call = CallId::new();
+        RunLedger::admit(&b, run.id, "agent", "t", call)
+            .await
+            .unwrap();
+        RunLedger::settle(&b, run.id, "t", call, failed(true)).await;
+    }
+    let e = ledger_call(&b, run.id).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e:?}");
+    assert!(e.message().contains("failed 2 times"), "{e:?}");
+    assert_eq!(b.run(run.id).await.unwrap().unwrap().failures["t"], 2);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM run_tools WHERE failures + in_flight > 2")
+            .await,
+        0
     );
-    after.close().await;
+    b.close().await;
+    assert_eq!(db.count("SELECT COUNT(*) FROM run_lease_attempts").await, 0);
+}
+
+async fn renewal_body(db: &TestDb) {
+    let (a, b) = two_instances(db, Some(LEASE)).await;
+    let run = a
+        .create_run(
+            "agent",
+            &Budget {
+                max_tool_calls: Some(8),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    // a reserves a block of two and keeps one call running well past its lease: the call is
+    // reported at the next sweep, and then only the renewal keeps the lease alive (a
+    // report of a run with nothing new comes every second only).
+    let call = CallId::new();
+    RunLedger::admit(&a, run.id, "agent", "t", call)
+        .await
+        .unwrap();
+    tokio::time::sleep(LEASE * 3).await;
+    // b makes what is free; a's unused call is still a's.
+    let mut made = 0;
+    let e = loop {
+        match ledger_call(&b, run.id).await {
+            Ok(()) => made += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(made, 6, "a's lease was taken back while a renewed it");
+    assert_eq!(e.kind(), ErrorKind::RateLimited, "{e:?}");
+    let seen = b.run(run.id).await.unwrap().unwrap();
+    assert_eq!((seen.tool_calls, seen.reserved_calls), (7, 1), "{seen:?}");
+    // a's call ends and a closes: its last call goes to b, and the count is exact.
+    RunLedger::settle(&a, run.id, "t", call, failed(false)).await;
+    a.close().await;
+    ledger_call(&b, run.id).await.unwrap();
+    let e = ledger_call(&b, run.id).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e:?}");
+    let seen = b.run(run.id).await.unwrap().unwrap();
+    assert_eq!((seen.tool_calls, seen.reserved_calls), (8, 0), "{seen:?}");
+    assert_eq!(b.run_calls(run.id).await.unwrap().len(), 8);
+    b.close().await;
+}
+
+async fn paused_body(db: &TestDb) {
+    let (a, b) = two_instances(db, Some(LEASE)).await;
+    let run = a
+        .create_run(
+            "agent",
+            &Budget {
+                max_tool_calls: Some(8),
+                ..Budget::default()
+            },
+        )
+        .await
+        .unwrap();
+    // a reserves a block of two and makes one call.
+    ledger_call(&a, run.id).await.unwrap();
+    // a pauses past its lease (simulated: its lease goes to a holder that never renews, and
+    // has expired) and b takes it back: the block counts as used.
+    db.exec("UPDATE run_leases SET holder = 'paused', expires_ms = 0")
+        .await;
+    db.exec("UPDATE run_lease_attempts SET holder = 'paused'")
+        .await;
+    let mut made = 0;
+    let e = loop {
+        match ledger_call(&b, run.id).await {
+            Ok(()) => made += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(made, 6);
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e:?}");
+    // a resumes: its next sync finds the lease gone. Its call is reported (its record kept)
+    // but not counted again: the block it came from was counted when taken back.
+    let seen = a.run(run.id).await.unwrap().unwrap();
+    assert_eq!((seen.tool_calls, seen.reserved_calls), (8, 0), "{seen:?}");
+    assert_eq!(a.run_calls(run.id).await.unwrap().len(), 7);
+    // And a no longer uses the call left in that block.
+    let e = ledger_call(&a, run.id).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BudgetExhausted, "{e:?}");
+    let seen = b.run(run.id).await.unwrap().unwrap();
+    assert_eq!((seen.tool_calls, seen.reserved_calls), (8, 0), "{seen:?}");
+    a.close().await;
+    b.close().await;
+    assert_eq!(db.count("SELECT COUNT(*) FROM run_leases").await, 0);
 }
 
 /// More calls than one statement records (the cached ledger writes call records in chunks):

@@ -248,6 +248,7 @@ impl Harness {
             must(DbUrl::parse(&url), "the PostgreSQL URL"),
             StoreOptions {
                 pg_schema: Some(crate::pg::unique_schema("tgs")),
+                ..StoreOptions::default()
             },
         );
         Some(

@@ -114,6 +114,7 @@ pub fn postgres_target() -> (DbUrl, StoreOptions) {
         DbUrl::parse(&pg::url()).unwrap(),
         StoreOptions {
             pg_schema: Some(pg::unique_schema("tg")),
+            ..StoreOptions::default()
         },
     )
 }
