@@ -488,14 +488,20 @@ impl Store {
                     .ok_or_else(|| StoreError::Corrupt(format!("unknown run status {status:?}")))?;
                 let mut tool_calls = unsigned(tool_calls);
                 let mut reserved_calls = unsigned(reserved_calls);
-                // Leases whose holder stopped renewing (this instance's own included) are taken
-                // back under the run's row lock: their calls count as used (some may have run
-                // and not been reported: lost, never granted twice), their attempts are freed.
+                // Other instances' leases whose holder stopped renewing are taken back under the
+                // run's row lock: their calls count as used (some may have run and not been
+                // reported: lost, never granted twice), their attempts are freed. This
+                // instance's own lease, late because its sweeper was starved, is not: the row
+                // is still there (nobody took it back, and nobody can while this transaction
+                // holds the lock), its calls are reported exactly by this sync, and the sync
+                // renews it. Taking it back would count its unused calls as spent.
                 let expired: Vec<(String, i64)> = sqlx::query_as(
-                    "DELETE FROM run_leases WHERE run_id = $1 AND expires_ms < $2 RETURNING holder, reserved_calls",
+                    "DELETE FROM run_leases WHERE run_id = $1 AND expires_ms < $2 AND holder <> $3 \
+                     RETURNING holder, reserved_calls",
                 )
                 .bind(&key)
                 .bind(now_ms)
+                .bind(holder)
                 .fetch_all(&mut *$tx)
                 .await
                 .map_err(StoreError::db("taking back a run's expired leases"))?;

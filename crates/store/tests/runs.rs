@@ -201,7 +201,8 @@ async fn other_budgets_body(db: &TestDb) {
         .create_run(
             "agent",
             &Budget {
-                timeout_ms: Some(20),
+                // Long enough for the first call on a loaded machine (20 ms was not).
+                timeout_ms: Some(1000),
                 ..Budget::default()
             },
         )
@@ -211,10 +212,10 @@ async fn other_budgets_body(db: &TestDb) {
         store.admit_run_call(timed.id, "agent", "t").await.unwrap(),
         Admission::Counted(1)
     ));
-    tokio::time::sleep(Duration::from_millis(40)).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(matches!(
         store.admit_run_call(timed.id, "agent", "t").await.unwrap(),
-        Admission::Refused(Exhausted::Timeout { max: 20, .. })
+        Admission::Refused(Exhausted::Timeout { max: 1000, .. })
     ));
 
     let turns = store
