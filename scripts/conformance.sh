@@ -18,13 +18,15 @@
 # revisions with a handshake.
 #
 # Usage: scripts/conformance.sh [--through-gateway] [--suite active|all] [--revision 2026-07-28] [--debug]
-#   --debug  use the dev profile instead of release (quicker to build while working on it)
+#   --debug  use the dev profile instead of release (quicker to build while working on it; the
+#            default is release, or TOOLGATE_TEST_PROFILE=dev|release when set: scripts/test.sh
+#            sets dev, whose binaries its test build already made)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suite="active"
 revision=""
 gateway=false
-profile="release"
+profile="${TOOLGATE_TEST_PROFILE:-release}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --suite) suite="${2:?--suite needs a value}"; shift 2 ;;

@@ -19,11 +19,19 @@ requirements="tests/interop/requirements.txt"
 source scripts/venv.sh
 pinned_venv "$venv" "$requirements" mcp pytest
 
-echo "==> building the conformance fixture"
-cargo build --quiet --release -p toolgate-examples --example conformance
+# The fixture's profile: release, or TOOLGATE_TEST_PROFILE=dev|release (scripts/test.sh sets dev,
+# whose binaries its test build already made).
+profile="${TOOLGATE_TEST_PROFILE:-release}"
+case "$profile" in
+  release) dir=release ;;
+  dev) dir=debug ;;
+  *) echo "TOOLGATE_TEST_PROFILE=$profile: use dev or release" >&2; exit 2 ;;
+esac
+echo "==> building the conformance fixture ($profile)"
+cargo build --quiet --profile "$profile" -p toolgate-examples --example conformance
 
 echo "==> interop tests, TypeScript SDKs"
-export TOOLGATE_CONFORMANCE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/conformance"
+export TOOLGATE_CONFORMANCE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/$dir/examples/conformance"
 # shellcheck source=scripts/mcp-test-deps.sh
 source scripts/mcp-test-deps.sh
 mcp_test_deps

@@ -22,6 +22,10 @@ export CARGO_PROFILE_TEST_DEBUG="${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}"
 if [ "${CI:-}" = true ]; then
   export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 fi
+# The conformance and interop runs use the dev binaries the test build already made: a release
+# build of the workspace was the longest step of a CI run (2 cores). The scripts alone default to
+# release.
+export TOOLGATE_TEST_PROFILE="${TOOLGATE_TEST_PROFILE:-dev}"
 
 # Each step line carries the time since the script started (m:ss), so a slow step shows.
 step() { printf '\n==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
@@ -171,10 +175,13 @@ cargo run --quiet -p toolgate-examples --example provider_round_trip >/dev/null
 step "example: the product context tools (factory pattern over SQLite)"
 cargo run --quiet -p toolgate-examples --example product_context >/dev/null
 
-step "benchmarks compile and run once (cargo bench -- --test)"
+step "benchmarks compile and run once (cargo test --bench '*' -- --test)"
+# Every bench target (criterion, harness = false) built with the test build's profile and
+# dependencies and run once in criterion's test mode; `--bench '*'`, not `--benches`, which
+# would also rebuild and rerun every library's unit tests. Timing runs: `cargo bench`.
 # Quiet when it passes; a failing test's output is shown (libtest prints it on stdout).
 bench_log="$(mktemp)"
-if ! cargo bench --quiet --workspace -- --test >"$bench_log" 2>&1; then
+if ! cargo test --quiet --workspace --bench '*' -- --test >"$bench_log" 2>&1; then
   cat "$bench_log" >&2
   rm -f "$bench_log"
   exit 1
