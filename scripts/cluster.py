@@ -481,6 +481,25 @@ def approve_on(c: Cluster, i: int, aid: str) -> None:
         raise Failed(f"approving {aid} on instance {i} answered {status}: {body}")
 
 
+def cancel_running(c: Cluster, effects: Effects, task: str, token: str, cancel_on: int,
+                   read_on: int, what: str, running: str) -> float:
+    """Waits until the call sending `token` has reached the effect server, cancels `task` with
+    tasks/cancel on instance `cancel_on` and waits to read it cancelled on `read_on`; returns
+    the milliseconds from the cancel to that read. `what` names the call, `running` the task
+    in the messages."""
+    deadline = time.monotonic() + 10
+    while token not in effects.tokens:  # the call has reached the tool
+        if time.monotonic() > deadline:
+            raise Failed(f"{what} never reached the effect server")
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    got = mcp_stateless(c.ports[cancel_on], "tasks/cancel", {"taskId": task})
+    if "error" in got:
+        raise Failed(f"tasks/cancel on instance {cancel_on} of {running}: {got}")
+    task_until(c, read_on, task, "cancelled", seconds=10)
+    return (time.monotonic() - t0) * 1000
+
+
 def check_tasks(c: Cluster, effects: Effects) -> str:
     for name, confirm, slow in (("task_confirm", True, False), ("task_slow", False, True),
                                 ("task_slow_confirm", True, True)):
@@ -517,17 +536,8 @@ def check_tasks(c: Cluster, effects: Effects) -> str:
     # A long call running as a task on 1, cancelled from 3, read cancelled on 2.
     task = new_task(c, 1, "task_slow", "t-long", "working")
     task_until(c, 2, task, "working")
-    deadline = time.monotonic() + 10
-    while "t-long" not in effects.tokens:  # the call has reached the tool
-        if time.monotonic() > deadline:
-            raise Failed("the long call never reached the effect server")
-        time.sleep(0.02)
-    t0 = time.monotonic()
-    got = mcp_stateless(c.ports[3], "tasks/cancel", {"taskId": task})
-    if "error" in got:
-        raise Failed(f"tasks/cancel on instance 3 of a task running on 1: {got}")
-    task_until(c, 2, task, "cancelled", seconds=10)
-    long_ms = (time.monotonic() - t0) * 1000
+    long_ms = cancel_running(c, effects, task, "t-long", cancel_on=3, read_on=2,
+                             what="the long call", running="a task running on 1")
     lines.append(f"long-call task running on 1 cancelled from 3, read cancelled on 2 after "
                  f"{long_ms:.0f} ms")
 
@@ -535,17 +545,9 @@ def check_tasks(c: Cluster, effects: Effects) -> str:
     task = new_task(c, 1, "task_slow_confirm", "t-approved-long", "input_required")
     approve_on(c, 2, task)
     task_until(c, 3, task, "working")
-    deadline = time.monotonic() + 10
-    while "t-approved-long" not in effects.tokens:
-        if time.monotonic() > deadline:
-            raise Failed("the approved long call never reached the effect server")
-        time.sleep(0.02)
-    t0 = time.monotonic()
-    got = mcp_stateless(c.ports[3], "tasks/cancel", {"taskId": task})
-    if "error" in got:
-        raise Failed(f"tasks/cancel on instance 3 of an approved call running on 2: {got}")
-    task_until(c, 1, task, "cancelled", seconds=10)
-    approved_ms = (time.monotonic() - t0) * 1000
+    approved_ms = cancel_running(c, effects, task, "t-approved-long", cancel_on=3, read_on=1,
+                                 what="the approved long call",
+                                 running="an approved call running on 2")
     lines.append(f"approved call running on 2 cancelled from 3, read cancelled on 1 after "
                  f"{approved_ms:.0f} ms")
     return "tasks across instances: " + "; ".join(lines)

@@ -96,14 +96,12 @@ fn hung(child: &mut std::process::Child, what: &str, seen: &str) -> ! {
 #[test]
 fn serve_prints_where_everything_is_answers_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = toolgate(dir.path())
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Lines::of(child.stderr.take().unwrap());
-    let banner = stderr.next_line(&mut child, "the startup banner");
+    let Serve {
+        mut child,
+        stderr,
+        banner,
+        addr,
+    } = start_serve(dir.path(), Stdio::piped());
     assert!(banner.contains("MCP http://127.0.0.1:"), "{banner}");
     assert!(banner.contains("/mcp · REST http://127.0.0.1:"), "{banner}");
     // Every startup line names the file tools' root.
@@ -120,12 +118,6 @@ fn serve_prints_where_everything_is_answers_and_stops_on_sigterm() {
         )),
         "{banner}"
     );
-    let addr = banner
-        .split("MCP http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap()
-        .to_owned();
     let reply = http(
         &addr,
         "POST",
@@ -517,12 +509,21 @@ fn mcp_handshake(stdin: &mut impl Write, client: &str, version: &str) {
     .unwrap();
 }
 
-/// Starts `toolgate serve` on a free loopback port in `dir`; returns it, its stderr and the
-/// address.
-fn start_serve(dir: &std::path::Path) -> (std::process::Child, Lines, String) {
+/// A running `toolgate serve`: the process, its stderr, its startup banner and the address
+/// it listens on.
+struct Serve {
+    child: std::process::Child,
+    stderr: Lines,
+    banner: String,
+    addr: String,
+}
+
+/// Starts `toolgate serve` on a free loopback port in `dir`, its stdout sent to `stdout`, and
+/// waits for the banner.
+fn start_serve(dir: &std::path::Path, stdout: Stdio) -> Serve {
     let mut child = toolgate(dir)
         .args(["serve", "--http", "127.0.0.1:0"])
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -532,12 +533,20 @@ fn start_serve(dir: &std::path::Path) -> (std::process::Child, Lines, String) {
         .split("MCP http://")
         .nth(1)
         .and_then(|rest| rest.split('/').next())
-        .unwrap()
+        .unwrap_or_else(|| panic!("no MCP address in the banner: {banner}"))
         .to_owned();
-    (child, stderr, addr)
+    Serve {
+        child,
+        stderr,
+        banner,
+        addr,
+    }
 }
 
-fn stop_serve(mut child: std::process::Child, stderr: &Lines) {
+fn stop_serve(serve: Serve) {
+    let Serve {
+        mut child, stderr, ..
+    } = serve;
     send_signal(child.id(), "-TERM");
     let rest = stderr.until_closed(&mut child, "serve to stop after SIGTERM");
     assert!(child.wait().unwrap().success(), "{rest}");
@@ -546,9 +555,9 @@ fn stop_serve(mut child: std::process::Child, stderr: &Lines) {
 #[test]
 fn a_runs_budget_holds_across_a_restart_of_serve() {
     let dir = tempfile::tempdir().unwrap();
-    let (child, stderr, addr) = start_serve(dir.path());
+    let serve = start_serve(dir.path(), Stdio::null());
     let reply = http(
-        &addr,
+        &serve.addr,
         "POST",
         "/v1/runs",
         r#"{"budget": {"max_tool_calls": 2}}"#,
@@ -561,19 +570,19 @@ fn a_runs_budget_holds_across_a_restart_of_serve() {
         .unwrap()
         .to_owned();
     let call = format!(r#"{{"arguments": {{"expression": "6*7"}}, "run": "{id}"}}"#);
-    let reply = http(&addr, "POST", "/v1/tools/calculator/call", &call);
+    let reply = http(&serve.addr, "POST", "/v1/tools/calculator/call", &call);
     assert!(reply.contains(r#""data":{"result":42}"#), "{reply}");
-    stop_serve(child, &stderr);
+    stop_serve(serve);
 
     // Another process on the same database: one call left, then the budget is spent.
-    let (child, stderr, addr) = start_serve(dir.path());
-    let reply = http(&addr, "POST", "/v1/tools/calculator/call", &call);
+    let serve = start_serve(dir.path(), Stdio::null());
+    let reply = http(&serve.addr, "POST", "/v1/tools/calculator/call", &call);
     assert!(reply.contains(r#""data":{"result":42}"#), "{reply}");
-    let reply = http(&addr, "POST", "/v1/tools/calculator/call", &call);
+    let reply = http(&serve.addr, "POST", "/v1/tools/calculator/call", &call);
     assert!(reply.contains("budget_exhausted"), "{reply}");
     assert!(
         reply.contains("2 of its 2 tool calls (max_tool_calls)"),
         "{reply}"
     );
-    stop_serve(child, &stderr);
+    stop_serve(serve);
 }

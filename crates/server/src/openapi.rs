@@ -66,62 +66,50 @@ fn outcome_values() -> Vec<&'static str> {
     values
 }
 
-/// Every key a definition may have (snake_case, and the camelCase aliases core accepts); any
-/// other is refused.
-const DEFINITION_KEYS: [&str; 29] = [
-    "name",
-    "title",
-    "description",
-    "category",
-    "effect",
-    "consequence",
-    "consequenceLevel",
-    "requires_confirmation",
-    "requiresConfirmation",
-    "safety_level",
-    "safetyLevel",
-    "tasks",
-    "taskSupport",
-    "parameters",
-    "required",
-    "input_schema",
-    "inputSchema",
-    "output_schema",
-    "outputSchema",
-    "constraints",
-    "required_permissions",
-    "requiredPermissions",
-    "tags",
-    "version",
-    "depends_on",
-    "dependsOn",
-    "idempotent",
-    "metadata",
-    "run",
-];
+/// What a definition key holds, as core reads it; it decides whether the key takes `null`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyKind {
+    /// `name` and `description`: always there; `null` is refused.
+    Required,
+    /// An optional single value (core's `Option`): `null` is read as absent.
+    Single,
+    /// A list or a map: `null` is refused (leave the key out or send it empty).
+    Many,
+}
 
-/// The definition keys whose value may be `null`, read as absent (core's optional single
-/// values); lists, maps, `name` and `description` refuse `null`.
-const NULLABLE_DEFINITION_KEYS: [&str; 19] = [
-    "title",
-    "category",
-    "effect",
-    "consequence",
-    "consequenceLevel",
-    "requires_confirmation",
-    "requiresConfirmation",
-    "safety_level",
-    "safetyLevel",
-    "tasks",
-    "taskSupport",
-    "input_schema",
-    "inputSchema",
-    "output_schema",
-    "outputSchema",
-    "constraints",
-    "version",
-    "idempotent",
-    "run",
+/// Every key a definition may have (snake_case, and the camelCase aliases core accepts) and
+/// what it holds; any other key is refused. One list, so a key's nullability cannot drift
+/// from its presence.
+const DEFINITION_KEYS: [(&str, KeyKind); 29] = [
+    ("name", KeyKind::Required),
+    ("title", KeyKind::Single),
+    ("description", KeyKind::Required),
+    ("category", KeyKind::Single),
+    ("effect", KeyKind::Single),
+    ("consequence", KeyKind::Single),
+    ("consequenceLevel", KeyKind::Single),
+    ("requires_confirmation", KeyKind::Single),
+    ("requiresConfirmation", KeyKind::Single),
+    ("safety_level", KeyKind::Single),
+    ("safetyLevel", KeyKind::Single),
+    ("tasks", KeyKind::Single),
+    ("taskSupport", KeyKind::Single),
+    ("parameters", KeyKind::Many),
+    ("required", KeyKind::Many),
+    ("input_schema", KeyKind::Single),
+    ("inputSchema", KeyKind::Single),
+    ("output_schema", KeyKind::Single),
+    ("outputSchema", KeyKind::Single),
+    ("constraints", KeyKind::Single),
+    ("required_permissions", KeyKind::Many),
+    ("requiredPermissions", KeyKind::Many),
+    ("tags", KeyKind::Many),
+    ("version", KeyKind::Single),
+    ("depends_on", KeyKind::Many),
+    ("dependsOn", KeyKind::Many),
+    ("idempotent", KeyKind::Single),
+    ("metadata", KeyKind::Many),
+    ("run", KeyKind::Single),
 ];
 
 /// `schema`, or `null`: an enum gains `null` among its values, a typed schema `"null"` among
@@ -389,7 +377,7 @@ fn definition_schema() -> Value {
     let consequence = json!({ "enum": wire_names(Consequence::ALL, Consequence::as_str) });
     let safety = json!({ "enum": wire_names(SafetyLevel::ALL, SafetyLevel::as_str) });
     let mut properties = serde_json::Map::new();
-    for key in DEFINITION_KEYS {
+    for (key, kind) in DEFINITION_KEYS {
         let schema = match key {
             "name" => tool_name_schema(),
             "title" | "description" | "version" => json!({ "type": "string" }),
@@ -412,15 +400,20 @@ fn definition_schema() -> Value {
             | "dependsOn" => strings.clone(),
             _ => json!({ "type": "object" }),
         };
-        let schema = if NULLABLE_DEFINITION_KEYS.contains(&key) {
+        let schema = if kind == KeyKind::Single {
             or_null(schema)
         } else {
             schema
         };
         properties.insert(key.to_owned(), schema);
     }
+    let required: Vec<&str> = DEFINITION_KEYS
+        .iter()
+        .filter(|(_, kind)| *kind == KeyKind::Required)
+        .map(|(key, _)| *key)
+        .collect();
     json!({
-        "type": "object", "required": ["name", "description"], "additionalProperties": false,
+        "type": "object", "required": required, "additionalProperties": false,
         "description": "A tool definition as in definition files (docs/tool-model.md#definition-fields); snake_case keys, camelCase aliases accepted; an optional single value (category, effect, tasks, constraints, run, ...) may be null, which is the same as leaving it out",
         "properties": properties
     })
