@@ -74,7 +74,7 @@ const CALLS_PER_INSERT: usize = 1000;
 /// often with a lease shorter than 2 s: a quarter of it).
 pub(crate) const SWEEP: Duration = Duration::from_millis(500);
 /// How long an instance's lease on a run's reserved calls and held attempts lasts without
-/// renewal. The holder renews every [`SWEEP`] (0.5 s), so 5 s is ten renewals missed in a row
+/// renewal. The holder renews every half second (its sweep), so 5 s is ten renewals missed in a row
 /// (a database round trip stuck that long, or a paused process) before another instance may take
 /// them back: long enough that a live instance under load keeps what it holds, short enough that
 /// a killed instance's calls come back within a few seconds (the stage's retries of a
