@@ -14,18 +14,33 @@
 //! that changes between the check and the connection cannot slip through). Literal addresses
 //! were checked when the endpoint was made (the policy never changes). No proxy; the connect
 //! timeout is the policy client's. Redirects are refused by the endpoint as before.
+//!
+//! A connection serves one request at a time and is driven by the task that sent it: hyper's
+//! `Connection` is polled together with the request and then with the body reads, not in a
+//! task of its own, so a call crosses no task boundary (two wake-ups of another task less per
+//! request). The pool keeps idle connections as pairs of `SendRequest` and `Connection`; a
+//! response read to its end gives its pair back. A response dropped before its end (a call's
+//! event stream left once its answer came, the stream's last chunk perhaps still on its way)
+//! gives its pair back with the rest of its body; whoever takes it next reads that rest
+//! without waiting, and closes the connection if it has not all arrived. A connection the
+//! server closed while idle is found out when next taken (its request comes back unsent and
+//! goes to the next idle one, or to a new one).
 
+use std::future::{Future, poll_fn};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Mutex, PoisonError};
+use std::pin::{Pin, pin};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
+use http_body_util::Full;
+use hyper::body::{Body as _, Frame, Incoming};
+use hyper::client::conn::http1::{Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 use reqwest::Url;
 use reqwest::header::{HOST, HeaderMap, HeaderValue, USER_AGENT};
+use tokio::net::TcpStream;
 use toolgate_core::ToolError;
 
 use crate::{PolicyClient, Refusal, USER_AGENT_VALUE, redacted, refused};
@@ -35,10 +50,64 @@ const MAX_IDLE: usize = 64;
 /// An idle connection older than this is closed rather than reused (reqwest's default).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// A connection waiting for its next request (or still streaming its last answer).
-struct Idle {
+/// One HTTP/1.1 connection: the request side and the state machine that reads and writes it
+/// (boxed once when made, then moved between the pool and its responses by pointer).
+struct Link {
     sender: SendRequest<Full<Bytes>>,
+    conn: Connection<TokioIo<TcpStream>, Full<Bytes>>,
+}
+
+/// Most frames of an abandoned body read when its connection is taken again.
+const MAX_DRAIN: usize = 16;
+
+/// A connection waiting for its next request.
+struct Idle {
+    link: Box<Link>,
+    /// The unread rest of the last response's body (dropped before its end).
+    rest: Option<Incoming>,
     since: Instant,
+}
+
+/// The idle connections of one endpoint, shared with the responses that will give theirs back.
+type IdleList = Arc<Mutex<Vec<Idle>>>;
+
+fn lock(idle: &IdleList) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+    idle.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Gives `link` back to `idle` for a later request (closed if the pool is full).
+fn check_in(idle: &IdleList, link: Box<Link>, rest: Option<Incoming>) {
+    let mut idle = lock(idle);
+    if idle.len() < MAX_IDLE {
+        idle.push(Idle {
+            link,
+            rest,
+            since: Instant::now(),
+        });
+    }
+}
+
+impl Idle {
+    /// The connection, if it can take a request: the rest of an abandoned body is read as far
+    /// as it has arrived, and the connection is closed unless that reaches the body's end.
+    fn ready(self) -> Option<Box<Link>> {
+        let Idle { mut link, rest, .. } = self;
+        let Some(mut rest) = rest else {
+            return Some(link);
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..MAX_DRAIN {
+            if link.conn.poll_without_shutdown(&mut cx).is_ready() {
+                return None;
+            }
+            match Pin::new(&mut rest).poll_frame(&mut cx) {
+                Poll::Ready(None) => return Some(link),
+                Poll::Ready(Some(Ok(_))) => {}
+                Poll::Ready(Some(Err(_))) | Poll::Pending => return None,
+            }
+        }
+        None
+    }
 }
 
 /// The connections of one plain-http endpoint.
@@ -48,7 +117,7 @@ pub(crate) struct DirectPool {
     /// The request target (`/path?query`).
     target: http::Uri,
     port: u16,
-    idle: Mutex<Vec<Idle>>,
+    idle: IdleList,
 }
 
 impl std::fmt::Debug for DirectPool {
@@ -59,24 +128,76 @@ impl std::fmt::Debug for DirectPool {
     }
 }
 
+/// A response from a direct connection: its head, its body, and the connection that is still
+/// delivering the body (driven by whoever reads it).
+pub(crate) struct DirectResponse {
+    head: http::response::Parts,
+    /// `None` only once given back with its connection.
+    body: Option<Incoming>,
+    /// `None` once the connection has ended or has been given back.
+    link: Option<Box<Link>>,
+    idle: IdleList,
+}
+
+impl DirectResponse {
+    pub(crate) fn status(&self) -> http::StatusCode {
+        self.head.status
+    }
+
+    /// The next frame of the body, the connection driven meanwhile; at the body's end the
+    /// connection goes back to the pool.
+    fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if let Some(link) = self.link.as_mut()
+            && link.conn.poll_without_shutdown(cx).is_ready()
+        {
+            // Closed, or failed (the body then holds the error): what it delivered is
+            // buffered in the body.
+            self.link = None;
+        }
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let frame = Pin::new(body).poll_frame(cx);
+        if let Poll::Ready(None) = frame
+            && let Some(link) = self.link.take()
+        {
+            check_in(&self.idle, link, None);
+        }
+        frame
+    }
+}
+
+impl Drop for DirectResponse {
+    /// A body not read to its end: its connection goes back with the rest of it, for the next
+    /// taker to finish reading (see [`Idle::ready`]).
+    fn drop(&mut self) {
+        if let Some(link) = self.link.take() {
+            check_in(&self.idle, link, self.body.take());
+        }
+    }
+}
+
 /// A response's head and its body still to read, from reqwest or from a direct connection.
 pub(crate) enum Body {
     Reqwest(reqwest::Response),
-    Direct(http::Response<Incoming>),
+    Direct(DirectResponse),
 }
 
 impl Body {
     pub(crate) fn headers(&self) -> &HeaderMap {
         match self {
             Self::Reqwest(r) => r.headers(),
-            Self::Direct(r) => r.headers(),
+            Self::Direct(r) => &r.head.headers,
         }
     }
 
     pub(crate) fn content_length(&self) -> Option<u64> {
         match self {
             Self::Reqwest(r) => r.content_length(),
-            Self::Direct(r) => hyper::body::Body::size_hint(r.body()).exact(),
+            Self::Direct(r) => r.body.as_ref().and_then(|b| b.size_hint().exact()),
         }
     }
 
@@ -85,7 +206,7 @@ impl Body {
         match self {
             Self::Reqwest(r) => r.chunk().await.map_err(|e| crate::send_error(&e, url)),
             Self::Direct(r) => loop {
-                match r.body_mut().frame().await {
+                match poll_fn(|cx| r.poll_frame(cx)).await {
                     None => return Ok(None),
                     Some(Ok(frame)) => {
                         if let Ok(data) = frame.into_data() {
@@ -111,6 +232,65 @@ fn failed(e: &hyper::Error, url: &Url) -> ToolError {
     ToolError::unavailable(format!("Request to {at} failed: {cause}"))
 }
 
+/// Why an exchange on a connection gave no response.
+enum Failure {
+    /// The request never left: the connection had closed (try another).
+    Unsent(http::Request<Full<Bytes>>),
+    /// The request may have reached the server.
+    Failed(ToolError),
+}
+
+impl Link {
+    /// Sends `request` and drives the connection until the response head (or the end of the
+    /// connection) arrives; the response keeps the connection for its body.
+    async fn exchange(
+        self: Box<Self>,
+        request: http::Request<Full<Bytes>>,
+        idle: &IdleList,
+        url: &Url,
+    ) -> Result<DirectResponse, Failure> {
+        let mut this = self;
+        // Queued for the connection, which takes it at its next poll (or hands it back
+        // unsent if it has closed). The future holds no borrow of the sender.
+        let mut sent = pin!(this.sender.try_send_request(request));
+        let mut link = Some(this);
+        let outcome = poll_fn(|cx| {
+            if let Some(l) = link.as_mut()
+                && l.conn.poll_without_shutdown(cx).is_ready()
+            {
+                // Dropping the connection answers a request still queued (unsent, given
+                // back) or in flight (an error), so the next poll of `sent` is ready.
+                link = None;
+            }
+            match sent.as_mut().poll(cx) {
+                Poll::Pending if link.is_none() => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(out) => Poll::Ready(Some(out)),
+            }
+        })
+        .await;
+        match outcome {
+            Some(Ok(response)) => {
+                let (head, body) = response.into_parts();
+                Ok(DirectResponse {
+                    head,
+                    body: Some(body),
+                    link,
+                    idle: Arc::clone(idle),
+                })
+            }
+            Some(Err(mut e)) => match e.take_message() {
+                Some(unsent) => Err(Failure::Unsent(unsent)),
+                None => Err(Failure::Failed(failed(e.error(), url))),
+            },
+            None => Err(Failure::Failed(ToolError::unavailable(format!(
+                "Request to {} failed: the connection closed before the answer",
+                redacted(url)
+            )))),
+        }
+    }
+}
+
 impl DirectPool {
     /// The pool of `url` if it is a plain-http URL (`None`: send through reqwest).
     pub(crate) fn new(url: &Url) -> Option<Self> {
@@ -131,42 +311,31 @@ impl DirectPool {
             host_header,
             target: target.parse().ok()?,
             port,
-            idle: Mutex::new(Vec::new()),
+            idle: IdleList::default(),
         })
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A connection ready for a request, if one is idle; closed and stale ones are dropped.
-    fn reuse(&self) -> Option<SendRequest<Full<Bytes>>> {
-        let mut idle = self.idle();
-        idle.retain(|c| !c.sender.is_closed() && c.since.elapsed() < IDLE_TIMEOUT);
-        let at = idle.iter().position(|c| c.sender.is_ready())?;
-        Some(idle.swap_remove(at).sender)
-    }
-
-    /// Keeps `sender` for a later request (it becomes ready once its answer has been read).
-    fn check_in(&self, sender: SendRequest<Full<Bytes>>) {
-        if sender.is_closed() {
-            return;
+    /// The most recently used idle connection that is not too old and can take a request
+    /// (the others are closed).
+    fn reuse(&self) -> Option<Box<Link>> {
+        let mut idle = lock(&self.idle);
+        // Oldest first (given back in order, taken from the end): the stale ones are a prefix,
+        // so one clock reading usually settles it rather than one per idle connection.
+        let stale = idle
+            .iter()
+            .take_while(|c| c.since.elapsed() >= IDLE_TIMEOUT)
+            .count();
+        idle.drain(..stale);
+        while let Some(c) = idle.pop() {
+            if let Some(link) = c.ready() {
+                return Some(link);
+            }
         }
-        let mut idle = self.idle();
-        if idle.len() < MAX_IDLE {
-            idle.push(Idle {
-                sender,
-                since: Instant::now(),
-            });
-        }
+        None
     }
 
     /// A new connection to a checked address of `url`'s host.
-    async fn connect(
-        &self,
-        client: &PolicyClient,
-        url: &Url,
-    ) -> Result<SendRequest<Full<Bytes>>, ToolError> {
+    async fn connect(&self, client: &PolicyClient, url: &Url) -> Result<Box<Link>, ToolError> {
         let at = redacted(url);
         let ips: Vec<IpAddr> = match url.host() {
             Some(url::Host::Ipv4(v4)) => vec![IpAddr::V4(v4)],
@@ -200,20 +369,15 @@ impl DirectPool {
         let mut last = None;
         for ip in ips {
             let addr = SocketAddr::new(ip, self.port);
-            match tokio::time::timeout(limit, tokio::net::TcpStream::connect(addr)).await {
+            match tokio::time::timeout(limit, TcpStream::connect(addr)).await {
                 Ok(Ok(stream)) => {
                     // Requests and answers are small and answered at once: no Nagle delay.
                     let _ = stream.set_nodelay(true);
-                    let (sender, connection) =
+                    let (sender, conn) =
                         hyper::client::conn::http1::handshake(TokioIo::new(stream))
                             .await
                             .map_err(|e| failed(&e, url))?;
-                    tokio::spawn(async move {
-                        if let Err(e) = connection.await {
-                            tracing::debug!(error = %e, "an upstream connection ended");
-                        }
-                    });
-                    return Ok(sender);
+                    return Ok(Box::new(Link { sender, conn }));
                 }
                 Ok(Err(e)) => last = Some(e.to_string()),
                 Err(_) => last = Some(format!("no answer within {} ms", limit.as_millis())),
@@ -225,8 +389,9 @@ impl DirectPool {
         )))
     }
 
-    /// Sends one request on an idle connection (a new one if none is ready, or if the idle one
-    /// turns out closed before the request went out) and returns at the response head.
+    /// Sends one request on an idle connection (the next one, then a new one, while the
+    /// request comes back unsent because the server had closed the connection) and returns at
+    /// the response head.
     pub(crate) async fn send(
         &self,
         client: &PolicyClient,
@@ -234,7 +399,7 @@ impl DirectPool {
         method: reqwest::Method,
         mut headers: HeaderMap,
         body: Option<Bytes>,
-    ) -> Result<http::Response<Incoming>, ToolError> {
+    ) -> Result<DirectResponse, ToolError> {
         if !headers.contains_key(HOST) {
             headers.insert(HOST, self.host_header.clone());
         }
@@ -245,25 +410,21 @@ impl DirectPool {
         *request.method_mut() = method;
         *request.uri_mut() = self.target.clone();
         *request.headers_mut() = headers;
-        if let Some(mut sender) = self.reuse() {
-            match sender.try_send_request(request).await {
-                Ok(response) => {
-                    self.check_in(sender);
-                    return Ok(response);
-                }
-                // Not sent (the server closed the idle connection): once more, on a new one.
-                Err(mut e) => match e.take_message() {
-                    Some(unsent) => request = unsent,
-                    None => return Err(failed(e.error(), url)),
-                },
+        while let Some(link) = self.reuse() {
+            match link.exchange(request, &self.idle, url).await {
+                Ok(response) => return Ok(response),
+                Err(Failure::Unsent(unsent)) => request = unsent,
+                Err(Failure::Failed(e)) => return Err(e),
             }
         }
-        let mut sender = self.connect(client, url).await?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| failed(&e, url))?;
-        self.check_in(sender);
-        Ok(response)
+        let link = self.connect(client, url).await?;
+        match link.exchange(request, &self.idle, url).await {
+            Ok(response) => Ok(response),
+            Err(Failure::Unsent(_)) => Err(ToolError::unavailable(format!(
+                "Request to {} failed: the server closed a new connection before the request",
+                redacted(url)
+            ))),
+            Err(Failure::Failed(e)) => Err(e),
+        }
     }
 }

@@ -101,11 +101,11 @@ impl Endpoint {
                     )
                 }
             };
-            let (status, headers) = match &response {
-                Body::Reqwest(r) => (r.status(), r.headers()),
-                Body::Direct(r) => (r.status(), r.headers()),
+            let status = match &response {
+                Body::Reqwest(r) => r.status(),
+                Body::Direct(r) => r.status(),
             };
-            match redirect_target(status, headers, url)? {
+            match redirect_target(status, response.headers(), url)? {
                 Some(next) => Err(refused_redirect(url, status, &next)),
                 None => Ok(response),
             }

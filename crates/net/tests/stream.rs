@@ -378,3 +378,163 @@ async fn an_endpoint_reuses_its_connection_and_survives_an_abandoned_stream() {
         .unwrap();
     assert_eq!(again.data, "0");
 }
+
+/// A raw HTTP/1.1 server: every connection gets `answer` for each request it sends (read up
+/// to the blank line; the requests here have no body or a small one sent with the head), then
+/// is closed if `close_after` says so. Returns the address and the number of connections.
+async fn raw_server(
+    answer: &'static [&'static [u8]],
+    pause: Duration,
+    close_after: bool,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&connections);
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                loop {
+                    let mut seen = Vec::new();
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    for (i, part) in answer.iter().enumerate() {
+                        if i > 0 {
+                            tokio::time::sleep(pause).await;
+                        }
+                        if socket.write_all(part).await.is_err() {
+                            return;
+                        }
+                    }
+                    if close_after {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, connections)
+}
+
+#[tokio::test]
+async fn an_endpoint_reports_a_connection_closed_mid_answer_and_does_not_hang() {
+    let cancel = CancellationToken::new();
+    // A JSON answer announcing 100 bytes and sending 11 before the connection closes.
+    let (addr, _) = raw_server(
+        &[b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"partial\":"],
+        Duration::ZERO,
+        true,
+    )
+    .await;
+    let json = local().endpoint(&format!("http://{addr}/mcp")).unwrap();
+    let answer = json
+        .open(Method::POST, json_headers(), None, None, &cancel)
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), answer.bytes(1000))
+        .await
+        .expect("a cut answer ends at once")
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        err.message()
+            .starts_with(&format!("Request to http://{addr}/mcp failed: ")),
+        "{}",
+        err.message()
+    );
+    // An event stream (chunked) cut after its first event: the event, then the error.
+    let (addr, _) = raw_server(
+        &[b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nb\r\ndata: one\n\n\r\n"],
+        Duration::ZERO,
+        true,
+    )
+    .await;
+    let events = local().endpoint(&format!("http://{addr}/mcp")).unwrap();
+    let mut stream = events
+        .open(Method::POST, json_headers(), None, None, &cancel)
+        .await
+        .unwrap()
+        .events(1024);
+    let limit = Duration::from_secs(5);
+    let first = tokio::time::timeout(limit, stream.next()).await.unwrap();
+    assert_eq!(first.unwrap().unwrap().data, "one");
+    let cut = tokio::time::timeout(limit, stream.next())
+        .await
+        .expect("a cut stream ends at once")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(cut.kind(), ErrorKind::Unavailable, "{cut}");
+    assert!(
+        tokio::time::timeout(limit, stream.next())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_resends_a_request_its_idle_connection_could_not_take() {
+    use std::sync::atomic::Ordering;
+    // Each connection answers one request (keep-alive, by HTTP/1.1's default) and then the
+    // server closes it: the next request finds its idle connection closed.
+    let (addr, connections) = raw_server(
+        &[b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"],
+        Duration::ZERO,
+        true,
+    )
+    .await;
+    let cancel = CancellationToken::new();
+    let json = local().endpoint(&format!("http://{addr}/mcp")).unwrap();
+    for _ in 0..3 {
+        let answer = json
+            .open(Method::POST, json_headers(), None, None, &cancel)
+            .await
+            .unwrap();
+        assert_eq!(&answer.bytes(100).await.unwrap()[..], b"{}");
+        // The server's close reaches the client before its next request.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn an_endpoint_reuses_a_connection_whose_stream_was_left_before_its_last_chunk() {
+    use std::sync::atomic::Ordering;
+    // A call's event stream: its answer, then (a moment later) the end of the stream.
+    let (addr, connections) = raw_server(
+        &[
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\ne\r\ndata: answer\n\n\r\n",
+            b"0\r\n\r\n",
+        ],
+        Duration::from_millis(20),
+        false,
+    )
+    .await;
+    let cancel = CancellationToken::new();
+    let events = local().endpoint(&format!("http://{addr}/mcp")).unwrap();
+    for _ in 0..3 {
+        let mut stream = events
+            .open(Method::POST, json_headers(), None, None, &cancel)
+            .await
+            .unwrap()
+            .events(1024);
+        assert_eq!(stream.next().await.unwrap().unwrap().data, "answer");
+        // Left at the answer, as the lane does; the end arrives while the connection is idle.
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "the connection is taken again once the rest of its stream is read"
+    );
+}
