@@ -296,11 +296,10 @@ impl Round {
             )
             .permanent());
         }
-        let request = json!({
-            "method": "elicitation/create",
-            "params": {"mode": "form", "message": message, "requestedSchema": schema},
-        });
-        let answer = elicit_answer(key, self.answer_or_ask(key, request)?);
+        let answer = elicit_answer(
+            key,
+            self.answer_or_ask(key, elicit_request(message, schema))?,
+        );
         self.check(answer)
     }
 
@@ -316,15 +315,7 @@ impl Round {
             )
             .permanent());
         }
-        let mut params = json!({
-            "messages": [{"role": "user", "content": {"type": "text", "text": request.prompt}}],
-            "maxTokens": request.max_tokens,
-        });
-        if let Some(system) = request.system_prompt {
-            params["systemPrompt"] = json!(system);
-        }
-        let request = json!({"method": "sampling/createMessage", "params": params});
-        let reply = sampling_reply(key, self.answer_or_ask(key, request)?);
+        let reply = sampling_reply(key, self.answer_or_ask(key, sample_request(request))?);
         self.check(reply)
     }
 
@@ -336,7 +327,7 @@ impl Round {
             )
             .permanent());
         }
-        let request = json!({"method": "roots/list", "params": {}});
+        let request = roots_request();
         let roots = roots(key, self.answer_or_ask(key, request)?);
         self.check(roots)
     }
@@ -405,15 +396,34 @@ impl ApprovalHandler for Confirm {
     }
 }
 
-fn confirm_request(message: String) -> Value {
+/// The wire request asking the client's user to fill in a form (`elicitation/create`), as an
+/// input-required round and a task's `inputRequests` both carry it.
+pub(crate) fn elicit_request(message: String, schema: Value) -> Value {
     json!({
         "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": message,
-            "requestedSchema": crate::mcp::approval_form(),
-        }
+        "params": {"mode": "form", "message": message, "requestedSchema": schema},
     })
+}
+
+/// The wire request asking the client's model for a reply (`sampling/createMessage`).
+pub(crate) fn sample_request(request: SamplingRequest) -> Value {
+    let mut params = json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": request.prompt}}],
+        "maxTokens": request.max_tokens,
+    });
+    if let Some(system) = request.system_prompt {
+        params["systemPrompt"] = json!(system);
+    }
+    json!({"method": "sampling/createMessage", "params": params})
+}
+
+/// The wire request asking the client for its roots (`roots/list`).
+pub(crate) fn roots_request() -> Value {
+    json!({"method": "roots/list", "params": {}})
+}
+
+fn confirm_request(message: String) -> Value {
+    elicit_request(message, crate::mcp::approval_form())
 }
 
 /// The input-required result asking `requests`, with its `requestState`.

@@ -531,10 +531,7 @@ impl ClientBridge for TaskInput {
             if !self.can.elicit {
                 return Err(Self::cannot("elicitation"));
             }
-            let request = json!({
-                "method": "elicitation/create",
-                "params": {"mode": "form", "message": message, "requestedSchema": schema},
-            });
+            let request = crate::mcp_input::elicit_request(message, schema);
             let answer = self.ask(&key, request).await?;
             self.check(crate::mcp_input::elicit_answer(&key, &answer))
         })
@@ -550,14 +547,7 @@ impl ClientBridge for TaskInput {
             if !self.can.sample {
                 return Err(Self::cannot("sampling"));
             }
-            let mut params = json!({
-                "messages": [{"role": "user", "content": {"type": "text", "text": request.prompt}}],
-                "maxTokens": request.max_tokens,
-            });
-            if let Some(system) = request.system_prompt {
-                params["systemPrompt"] = json!(system);
-            }
-            let request = json!({"method": "sampling/createMessage", "params": params});
+            let request = crate::mcp_input::sample_request(request);
             let answer = self.ask(&key, request).await?;
             self.check(crate::mcp_input::sampling_reply(&key, &answer))
         })
@@ -569,8 +559,7 @@ impl ClientBridge for TaskInput {
             if !self.can.list_roots {
                 return Err(Self::cannot("roots"));
             }
-            let request = json!({"method": "roots/list", "params": {}});
-            let answer = self.ask(&key, request).await?;
+            let answer = self.ask(&key, crate::mcp_input::roots_request()).await?;
             self.check(crate::mcp_input::roots(&key, &answer))
         })
     }
