@@ -808,6 +808,17 @@ fn accept(v: &str) -> Value {
     json!({"action": "accept", "content": {"v": v}})
 }
 
+/// Calls `ask_two` as ALICE: the call must become a task; waits until it asks its questions.
+/// The task id and its `tasks/get` while it waits.
+async fn ask_two_task(router: &axum::Router) -> (String, Value) {
+    let created =
+        mcp(router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"].clone();
+    assert_eq!(created["resultType"], "task", "{created}");
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    let waiting = until(router, &task, "input_required").await;
+    (task, waiting)
+}
+
 async fn update(router: &axum::Router, token: &str, task: &str, answers: Value) -> Value {
     mcp(
         router,
@@ -825,11 +836,7 @@ async fn a_task_asks_its_client_and_tasks_update_answers_each_question() {
         .register_all(vec![asking(false)], false)
         .unwrap();
     let router = h.gw.router();
-    let created =
-        mcp(&router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"].clone();
-    assert_eq!(created["resultType"], "task", "{created}");
-    let task = created["taskId"].as_str().unwrap().to_owned();
-    let waiting = until(&router, &task, "input_required").await;
+    let (task, waiting) = ask_two_task(&router).await;
     let keys: Vec<&String> = waiting["inputRequests"]
         .as_object()
         .unwrap()
@@ -875,12 +882,7 @@ async fn an_answer_of_the_wrong_kind_fails_the_task_and_cancel_stops_a_waiting_o
         .register_all(vec![asking(false)], false)
         .unwrap();
     let router = h.gw.router();
-    let task =
-        mcp(&router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"]["taskId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-    until(&router, &task, "input_required").await;
+    let (task, _) = ask_two_task(&router).await;
     update(
         &router,
         ALICE,
@@ -892,12 +894,7 @@ async fn an_answer_of_the_wrong_kind_fails_the_task_and_cancel_stops_a_waiting_o
     assert_eq!(failed["error"]["code"], -32602, "{failed}");
     assert!(failed.get("result").is_none(), "{failed}");
 
-    let task =
-        mcp(&router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"]["taskId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-    until(&router, &task, "input_required").await;
+    let (task, _) = ask_two_task(&router).await;
     let ack = mcp(&router, ALICE, "tasks/cancel", json!({ "taskId": &task })).await;
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
     until(&router, &task, "cancelled").await;
