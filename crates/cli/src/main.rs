@@ -150,7 +150,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Logs go to standard error, never standard output. `TOOLGATE_LOG` (or `RUST_LOG`) sets the filter.
+/// Colours only on a terminal (and not under `NO_COLOR`): a log file gets plain text.
 fn init_logging() {
+    use std::io::IsTerminal;
     let filter = std::env::var("TOOLGATE_LOG")
         .ok()
         .or_else(|| std::env::var("RUST_LOG").ok())
@@ -158,6 +160,7 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_target(false)
         .try_init();
 }

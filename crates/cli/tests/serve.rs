@@ -586,3 +586,41 @@ fn a_runs_budget_holds_across_a_restart_of_serve() {
     );
     stop_serve(serve);
 }
+
+#[test]
+fn serve_gives_back_the_code_pages_only_its_startup_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = toolgate(dir.path())
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env("TOOLGATE_LOG", "toolgate=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::of(child.stderr.take().unwrap());
+    let released = loop {
+        let line = stderr.next_line(&mut child, "the startup code's release");
+        if line.contains("startup code's resident pages") {
+            break line;
+        }
+    };
+    // The executable's code and read-only data at least (two mappings), with pages in them.
+    assert!(released.contains("released the startup code"), "{released}");
+    let figure = |key: &str| -> u64 {
+        released
+            .split(&format!("{key}="))
+            .nth(1)
+            .and_then(|rest| {
+                rest.trim_start_matches(|c: char| !c.is_ascii_digit())
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+            })
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {released}"))
+    };
+    assert!(figure("mappings") >= 2, "{released}");
+    assert!(figure("kib") > 1024, "{released}");
+    send_signal(child.id(), "-TERM");
+    let rest = stderr.until_closed(&mut child, "serve to stop after SIGTERM");
+    assert!(child.wait().unwrap().success(), "{rest}");
+}

@@ -27,6 +27,7 @@ mod fds;
 mod fsrules;
 pub mod launch_spec;
 mod launcher;
+mod resident;
 mod runner;
 mod seccomp;
 mod session;
@@ -40,6 +41,7 @@ pub use access::{ProgramUser, access_warnings};
 pub use command::{Arg, COMMAND_KIND, CommandKind, CommandPlan, OutputMode};
 pub use error::{SandboxError, SandboxErrorKind};
 pub use executor::SandboxExecutor;
+pub use resident::{Released, release_startup_code};
 pub use runner::{Finished, Job, Runner, SandboxConfig};
 pub use session::{Session, SessionExit, SessionHandle, SessionJob};
 
