@@ -1181,6 +1181,10 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
     // request and rmcp's own `Service::call` clones it again, its config (the host and origin
     // allow-lists) included. Each session answers only the principal that opened it (see
     // mcp_session_owner), and a new one takes a slot under the caps (see mcp_sessions).
+    //
+    // rmcp's request handling is boxed where it starts: its future is several KiB, and each
+    // layer above (the owner check, the admission, axum's handler) would otherwise copy it
+    // as it is wrapped and moved.
     let mcp = axum::routing::any(move |request: axum::extract::Request| {
         let service = Arc::clone(&service);
         let sessions = sessions.clone();
@@ -1193,7 +1197,7 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
                 |request| async move {
                     admitting
                         .admit(request, |request| async move {
-                            service.handle(request).await.into_response()
+                            Box::pin(service.handle(request)).await.into_response()
                         })
                         .await
                 },
