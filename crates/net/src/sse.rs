@@ -85,24 +85,28 @@ impl SseParser {
         self.feed_lines(bytes)
     }
 
-    fn feed_lines(&mut self, bytes: &[u8]) -> Result<(), EventTooLarge> {
-        let mut start = 0;
-        for (i, &b) in bytes.iter().enumerate() {
-            if self.after_cr {
-                self.after_cr = false;
-                if b == b'\n' {
-                    start = i + 1;
-                    continue;
+    fn feed_lines(&mut self, mut bytes: &[u8]) -> Result<(), EventTooLarge> {
+        // A line that ended with CR in the previous chunk: an LF starting this one belongs to it.
+        if self.after_cr && !bytes.is_empty() {
+            self.after_cr = false;
+            bytes = bytes.strip_prefix(b"\n").unwrap_or(bytes);
+        }
+        // Line ends found with memchr (vectorised), not byte by byte: most of a call's answer
+        // is one long `data:` line.
+        while let Some(end) = memchr::memchr2(b'\n', b'\r', bytes) {
+            self.push_line_part(&bytes[..end])?;
+            self.end_line()?;
+            let cr = bytes[end] == b'\r';
+            bytes = &bytes[end + 1..];
+            if cr {
+                match bytes.first() {
+                    Some(b'\n') => bytes = &bytes[1..],
+                    Some(_) => {}
+                    None => self.after_cr = true,
                 }
             }
-            if b == b'\n' || b == b'\r' {
-                self.push_line_part(&bytes[start..i])?;
-                self.end_line()?;
-                self.after_cr = b == b'\r';
-                start = i + 1;
-            }
         }
-        self.push_line_part(&bytes[start..])
+        self.push_line_part(bytes)
     }
 
     fn push_line_part(&mut self, part: &[u8]) -> Result<(), EventTooLarge> {
@@ -249,6 +253,16 @@ mod tests {
                 "cut at {cut}"
             );
         }
+    }
+
+    #[test]
+    fn a_line_ending_in_cr_at_a_chunk_end_is_ended_once() {
+        // CR, then an empty chunk, then LF: one line end, not two (no early dispatch).
+        let events = parse(&[b"data: a\r", b"", b"\ndata: b\n\n"], 64).unwrap();
+        assert_eq!(events, [data("a\nb")]);
+        // CR, then CR in the next chunk: a line end and an empty line.
+        let events = parse(&[b"data: a\r", b"\rdata: b\n\n"], 64).unwrap();
+        assert_eq!(events, [data("a"), data("b")]);
     }
 
     #[test]
