@@ -28,14 +28,8 @@ pub struct Released {
 pub fn release_startup_code() -> Result<Released, String> {
     let smaps = std::fs::read_to_string("/proc/self/smaps")
         .map_err(|e| format!("cannot read /proc/self/smaps: {e}"))?;
-    let mappings = parse_smaps(&smaps);
-    let code_files: std::collections::HashSet<&str> = mappings
-        .iter()
-        .filter(|m| m.perms.contains('x') && m.path.starts_with('/'))
-        .map(|m| m.path)
-        .collect();
     let mut released = Released::default();
-    for m in mappings.iter().filter(|m| m.releasable(&code_files)) {
+    for m in releasable(&parse_smaps(&smaps)) {
         let len = m.end - m.start;
         // SAFETY: the range is one whole mapping of a code file that is private, not writable
         // and holds no anonymous (copied-on-write) page, so every resident page of it equals
@@ -64,6 +58,17 @@ pub fn release_startup_code() -> Result<Released, String> {
     Ok(released)
 }
 
+/// The mappings [`release_startup_code`] may release: those of code files (a file with an
+/// executable mapping here) that [`Mapping::releasable`] accepts.
+fn releasable<'m, 't>(mappings: &'m [Mapping<'t>]) -> impl Iterator<Item = &'m Mapping<'t>> {
+    let code_files: std::collections::HashSet<&'t str> = mappings
+        .iter()
+        .filter(|m| m.perms.contains('x') && m.path.starts_with('/'))
+        .map(|m| m.path)
+        .collect();
+    mappings.iter().filter(move |m| m.releasable(&code_files))
+}
+
 /// One mapping of `/proc/self/smaps`: the figures [`release_startup_code`] decides on.
 #[derive(Debug, PartialEq, Eq)]
 struct Mapping<'a> {
@@ -78,8 +83,8 @@ struct Mapping<'a> {
     anonymous_kib: u64,
 }
 
-impl Mapping<'_> {
-    fn releasable(&self, code_files: &std::collections::HashSet<&str>) -> bool {
+impl<'a> Mapping<'a> {
+    fn releasable(&self, code_files: &std::collections::HashSet<&'a str>) -> bool {
         let private_read_only =
             self.perms.starts_with('r') && !self.perms.contains('w') && self.perms.ends_with('p');
         private_read_only
@@ -193,16 +198,7 @@ Rss:                  12 kB
 
     fn released(text: &str) -> Vec<(u64, &str)> {
         let mappings = parse_smaps(text);
-        let code: std::collections::HashSet<&str> = mappings
-            .iter()
-            .filter(|m| m.perms.contains('x') && m.path.starts_with('/'))
-            .map(|m| m.path)
-            .collect();
-        mappings
-            .iter()
-            .filter(|m| m.releasable(&code))
-            .map(|m| (m.start, m.path))
-            .collect()
+        releasable(&mappings).map(|m| (m.start, m.path)).collect()
     }
 
     #[test]
@@ -236,17 +232,7 @@ Rss:                  12 kB
     fn releasing_keeps_the_program_running_and_lowers_its_resident_code() {
         fn resident_code_kib() -> u64 {
             let text = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
-            let mappings = parse_smaps(&text);
-            let code: std::collections::HashSet<&str> = mappings
-                .iter()
-                .filter(|m| m.perms.contains('x') && m.path.starts_with('/'))
-                .map(|m| m.path)
-                .collect();
-            mappings
-                .iter()
-                .filter(|m| m.releasable(&code))
-                .map(|m| m.rss_kib)
-                .sum()
+            releasable(&parse_smaps(&text)).map(|m| m.rss_kib).sum()
         }
         let before = resident_code_kib();
         let released = release_startup_code().expect("released");
