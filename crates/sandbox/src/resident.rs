@@ -36,7 +36,11 @@ pub fn release_startup_code() -> Result<Released, String> {
         // the file's page in the page cache. MADV_DONTNEED on a private file mapping drops the
         // page table entries; the next access faults the same file page in again. No Rust
         // object lives in such a mapping and no reference into it is invalidated: code and
-        // read-only data read afterwards read the same bytes.
+        // read-only data read afterwards read the same bytes. The kernel drops such clean pages
+        // on its own under memory pressure, so this adds no new way for one to be read again.
+        // Between reading smaps and this call the range must still be that mapping: toolgate
+        // never unloads a library (and glibc keeps the NSS modules it loads), so no code
+        // mapping goes away and nothing else can be mapped in its place.
         let rc = unsafe {
             libc::madvise(
                 m.start as usize as *mut libc::c_void,
