@@ -63,8 +63,9 @@ wait_healthy() {
   return 1
 }
 
-packages=(-p toolgate-examples --example conformance)
-if $gateway; then packages+=(-p toolgate-cli --bin toolgate); fi
+# Both in every mode (the gateway mode needs toolgate): built together they share one feature
+# set, so switching modes does not rebuild the fixtures.
+packages=(-p toolgate-examples --example conformance -p toolgate-cli --bin toolgate)
 cargo build --quiet --profile "$profile" "${packages[@]}"
 
 work="$(mktemp -d)"

@@ -2,7 +2,9 @@
 //! calls, served by a real toolgate gateway: text, image, audio, embedded and mixed content,
 //! logging, errors, progress, sampling and elicitation, and (for 0.2 under MCP 2026-07-28) the
 //! input-required-result tools and the tasks extension's tools (greet, slow_compute,
-//! failing_job, protocol_error_job, confirm_delete, multi_input, test_tool_with_task) — every
+//! failing_job, protocol_error_job, confirm_delete, multi_input, test_tool_with_task) and the
+//! stateless revision's diagnostic tools (test_missing_capability, test_streaming_elicitation,
+//! test_logging_tool, test_trigger_tool_change) — every
 //! call through the production
 //! runtime (`toolgate_runtime::Runtime`, the pipeline `toolgate serve` runs, sandbox executor and
 //! policy client included). The binary is its own sandbox launcher (`main` calls
@@ -11,18 +13,21 @@
 //! Run: `examples/conformance/serve.sh PORT` (MCP at http://127.0.0.1:PORT/mcp, REST at /v1), or
 //! the built binary with `--stdio`. The built-in tools are served too (files jailed to a temp dir).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::{
-    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, Root, SamplingRequest,
-    TaskSupport, Tool, ToolBuilder, ToolError,
+    Category, Content, ElicitAnswer, LogLevel, ParamType, Parameter, Registry, Root,
+    SamplingRequest, TaskSupport, Tool, ToolBuilder, ToolError,
 };
 use toolgate_runtime::{Runtime, RuntimeOptions};
 use toolgate_server::{Gateway, ServerOptions};
 use toolgate_store::DbUrl;
+
+/// The runtime's registry, for `test_trigger_tool_change` (set once the runtime is open).
+static REGISTRY: OnceLock<Arc<Registry>> = OnceLock::new();
 
 /// How many times `test_confirmed_action` has run (its side effect, checked by the interop tests).
 static CONFIRMED_RUNS: AtomicU64 = AtomicU64::new(0);
@@ -531,6 +536,37 @@ fn tools() -> Vec<Arc<dyn Tool>> {
         )
         .handler(|_, _| async { Ok(json!({ "runs": CONFIRMED_RUNS.load(Ordering::SeqCst) })) }),
     ));
+    // The suite's diagnostic tools for revision 2026-07-28 (`server-stateless`).
+    tools.push(Arc::new(
+        tool(
+            "test_missing_capability",
+            "Asks the client's model a question (sampling): a request whose _meta does not declare the sampling capability is refused with -32021.",
+        )
+        .handler(|_, ctx| async move {
+            let reply = ctx
+                .client("sampling")?
+                .sample_as("capital_question", capital_question())
+                .await?;
+            Ok(json!(format!("Success: the model answered {}", reply.text)))
+        }),
+    ));
+    tools.push(asking(
+        "test_streaming_elicitation",
+        "Asks the client's user for a name while the request is open: under 2026-07-28 the question comes back as an input-required result, never as a request of the server's own on the stream.",
+        ("user_name", "What is your name?", name_form()),
+        greeting,
+    ));
+    tools.push(Arc::new(
+        tool(
+            "test_logging_tool",
+            "Sends one log message: under 2026-07-28 only to a request whose _meta asks for a logLevel.",
+        )
+        .handler(|_, ctx| async move {
+            ctx.log(LogLevel::Info, "test_logging_tool ran");
+            Ok(json!("Logging evaluated"))
+        }),
+    ));
+    tools.push(trigger_tool_change());
     tools.push(Arc::new(
         tool("json_schema_2020_12_tool", "Takes a JSON Schema 2020-12 input with $defs, for testing schema fidelity.")
             .input_schema(json!({
@@ -543,6 +579,26 @@ fn tools() -> Vec<Arc<dyn Tool>> {
             .handler(|args, _| async move { Ok(json!(format!("Received: {args}"))) }),
     ));
     tools
+}
+
+/// `test_trigger_tool_change`: replaces its own registration (the same definition), so every
+/// client listening for tool list changes is told the list changed.
+fn trigger_tool_change() -> Arc<dyn Tool> {
+    Arc::new(
+        tool(
+            "test_trigger_tool_change",
+            "Changes the tool list (registers itself again), for testing notifications/tools/list_changed.",
+        )
+        .handler(|_, _| async {
+            let registry = REGISTRY
+                .get()
+                .ok_or_else(|| ToolError::unavailable("the fixtures' registry is not open yet"))?;
+            registry
+                .replace(trigger_tool_change())
+                .map_err(|e| ToolError::execution(format!("replacing the tool failed: {e}")))?;
+            Ok(json!("Mutation triggered"))
+        }),
+    )
 }
 
 /// A tool that asks its client's user one question (`key`, `message`, `form`) and answers what
@@ -654,6 +710,7 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     })
     .await?;
     runtime.registry().register_all(tools(), false)?;
+    let _ = REGISTRY.set(Arc::clone(runtime.registry()));
     let gateway = Gateway::new(runtime, ServerOptions::default())?;
     let shutdown = toolgate_core::CancellationToken::new();
     let stop = shutdown.clone();

@@ -243,6 +243,11 @@ impl ServerHandler for McpHandler {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
+                // toolgate serves tools, and no prompts: `prompts/list` answers an empty list.
+                // Declared because 2026-07-28 clients may only call what discovery declares
+                // (a server answering an undeclared method breaks that contract), and caching
+                // clients list prompts beside tools.
+                .enable_prompts()
                 // Calls that wait for an approval become tasks (see `mcp_tasks`).
                 .enable_tasks()
                 .build(),
@@ -690,12 +695,32 @@ impl McpHandler {
                 crate::mcp_input::input_required(requests, token),
             ));
         }
+        // A call that failed for want of a kind of input this request did not declare it can
+        // give (2026-07-28): the request lacks a client capability the tool needs.
+        if let Some(round) = &round
+            && !result.is_ok()
+            && let Some(capability) = round.missing()
+        {
+            return Err(missing_capability(&name, capability));
+        }
         let mut result = call_result(result);
         if old_revision {
             result_for_2025_03_26(&mut result);
         }
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// The refusal of a call whose tool needs the client `capability` the request did not declare
+/// (`-32021`, with the capability in `requiredCapabilities` as the revision's error shows it).
+fn missing_capability(tool: &str, capability: &str) -> McpError {
+    McpError::new(
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "Tool {tool} needs the client's {capability} capability, which this request's _meta clientCapabilities do not declare; declare it to call this tool"
+        ),
+        Some(json!({ "requiredCapabilities": { capability: {} } })),
+    )
 }
 
 /// The refusal of answers heavier than a call's answers may weigh.

@@ -192,6 +192,9 @@ struct RoundInner {
     next_key: usize,
     /// The first answer that was not the kind of result its question asks for.
     malformed: Option<String>,
+    /// The first kind of input the tool asked for that the request did not declare it can give
+    /// (its client capability's name: `elicitation`, `sampling`, `roots`).
+    missing: Option<&'static str>,
 }
 
 impl Round {
@@ -291,6 +294,7 @@ impl Round {
         schema: Value,
     ) -> Result<ElicitAnswer, ToolError> {
         if !self.can.elicit {
+            self.note_missing("elicitation");
             return Err(ToolError::unavailable(
                 "The MCP client did not declare the elicitation capability in this request's _meta, so it cannot ask its user",
             )
@@ -310,6 +314,7 @@ impl Round {
         request: SamplingRequest,
     ) -> Result<SamplingReply, ToolError> {
         if !self.can.sample {
+            self.note_missing("sampling");
             return Err(ToolError::unavailable(
                 "The MCP client did not declare the sampling capability in this request's _meta, so it cannot answer sampling requests",
             )
@@ -322,6 +327,7 @@ impl Round {
     /// Asks the client for its roots (`roots/list`).
     pub(crate) fn list_roots(&self, key: &str) -> Result<Vec<Root>, ToolError> {
         if !self.can.list_roots {
+            self.note_missing("roots");
             return Err(ToolError::unavailable(
                 "The MCP client did not declare the roots capability in this request's _meta, so it cannot list its roots",
             )
@@ -346,6 +352,17 @@ impl Round {
     /// request is invalid (a JSON-RPC error, not a tool failure), when the call failed on it.
     pub(crate) fn malformed(&self) -> Option<String> {
         self.lock().malformed.clone()
+    }
+
+    fn note_missing(&self, capability: &'static str) {
+        self.lock().missing.get_or_insert(capability);
+    }
+
+    /// The client capability the tool needed and the request did not declare (the first one
+    /// asked for), when the call failed for want of it: the request is answered with
+    /// `-32021`, naming it, rather than with a tool failure.
+    pub(crate) fn missing(&self) -> Option<&'static str> {
+        self.lock().missing
     }
 
     /// The client's answer to the confirmation form, if the round has a trusted one.
@@ -711,6 +728,9 @@ mod tests {
             err.message()
         );
         assert!(round.next().is_none(), "nothing undeclared is asked");
+        assert_eq!(round.missing(), Some("elicitation"), "the first one wanted");
+        let declared = Round::new(sampling_only, None, None).unwrap();
+        assert_eq!(declared.missing(), None);
         let request = SamplingRequest {
             prompt: "p".into(),
             system_prompt: None,

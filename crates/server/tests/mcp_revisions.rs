@@ -738,17 +738,32 @@ async fn under_2026_07_28_a_tool_asks_its_client_in_rounds_with_a_state_bound_to
     );
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
 
-    // A client that did not declare elicitation is not asked: the call fails saying why.
-    let sampling_only = ask(&h, ALICE, "ask_free", json!({"sampling": {}}), json!({})).await;
-    assert_eq!(sampling_only["result"]["isError"], true, "{sampling_only}");
-    assert!(sampling_only["result"].get("inputRequests").is_none());
+    // A client that did not declare elicitation is not asked: the request lacks a client
+    // capability the tool needs (-32021 with HTTP 400, naming it), and the tool did not finish.
+    let reply = stateless_with(
+        &h,
+        ALICE,
+        "tools/call",
+        json!({"name": "ask_free", "arguments": {}}),
+        json!({"sampling": {}}),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text);
+    let refused = message(&reply);
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {}}),
+        "{refused}"
+    );
     assert!(
-        sampling_only["result"]["content"][0]["text"]
+        refused["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("elicitation capability"),
-        "{sampling_only}"
+            .contains("ask_free needs the client's elicitation capability"),
+        "{refused}"
     );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     h.cleanup().await;
 }
 
