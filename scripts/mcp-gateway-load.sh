@@ -10,7 +10,7 @@
 # and toolgate-own: toolgate's own trivial tool, the reference for the CPU a
 # proxied call may add. Same load generator, same run, the same upstream
 # process for direct and toolgate-http. Per row: requests/s, p50/p99, CPU per
-# call of the front process and of the upstream, peak RSS of the front and of
+# call of the front process (and its kernel part) and of the upstream, peak RSS of the front and of
 # its children. Prints a markdown table and the verdicts on the issue's targets
 # (toolgate ≥ 10× mcp-proxy's throughput; the CPU a proxied call adds to a call
 # of toolgate's own trivial tool no more than that call's CPU, i.e. at most 2×,
@@ -116,6 +116,10 @@ descendants() {
 cpu_ticks() {
   awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
+# Its system (kernel) part alone.
+sys_ticks() {
+  awk '{ sub(/^.*\) /, ""); print $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
 # The same, summed over the process's descendants.
 children_ticks() {
   local total=0 pid
@@ -137,8 +141,8 @@ measure() {
   local row="$1" label="$2" front="$3" url="$4" tool="$5" args="$6" token="${7:-}"
   local shared=""
   [[ "$row" == "toolgate-http" ]] && shared="$UPSTREAM_PID"
-  local f0 c0 s0=0 f1 c1 s1=0 line
-  f0="$(cpu_ticks "$front")"; c0="$(children_ticks "$front")"
+  local f0 c0 s0=0 f1 c1 s1=0 k0 k1 line
+  f0="$(cpu_ticks "$front")"; c0="$(children_ticks "$front")"; k0="$(sys_ticks "$front")"
   [[ -n "$shared" ]] && s0="$(cpu_ticks "$shared")"
   log "loading $label: $CONCURRENCY sessions, ${WARMUP}s warm-up + ${DURATION}s"
   if ! line="$(MCP_LOAD_TOKEN="$token" "${CLIENT_PIN[@]}" "$LOADGEN" load --url "$url" \
@@ -147,7 +151,7 @@ measure() {
     NOTES+=("$label: the load generator failed: $(tail -n 3 "$TMP/$row.load.err" | tr '\n' ' ')")
     return 0
   fi
-  f1="$(cpu_ticks "$front")"; c1="$(children_ticks "$front")"
+  f1="$(cpu_ticks "$front")"; c1="$(children_ticks "$front")"; k1="$(sys_ticks "$front")"
   [[ -n "$shared" ]] && s1="$(cpu_ticks "$shared")"
   "$PYTHON" -c '
 import json, sys
@@ -156,11 +160,11 @@ row, front, children, shared, tck, hwm, chwm = sys.argv[2:9]
 calls = r["total"] + r["warmup_requests"]
 per = lambda ticks: round(int(ticks) * 1e6 / int(tck) / max(calls, 1), 1)
 r.update(row=row, round=int(sys.argv[9]), calls_measured_for_cpu=calls,
-         front_cpu_us_per_call=per(front),
+         front_cpu_us_per_call=per(front), front_sys_us_per_call=per(sys.argv[10]),
          upstream_cpu_us_per_call=per(int(children) + int(shared)),
          front_peak_rss_kib=int(hwm), children_peak_rss_kib=int(chwm))
 print(json.dumps(r))' "$line" "$row" $((f1 - f0)) $((c1 - c0)) $((s1 - s0)) "$CLK_TCK" \
-    "$(hwm_kib "$front")" "$(children_hwm_kib "$front")" "$ROUND" >>"$RESULTS"
+    "$(hwm_kib "$front")" "$(children_hwm_kib "$front")" "$ROUND" $((k1 - k0)) >>"$RESULTS"
   log "$label: $(tail -n 1 "$RESULTS")"
 }
 
@@ -315,6 +319,7 @@ for group in groups.values():
     row = dict(group[0])
     for key in ("rps", "p50_ms", "p99_ms", "front_cpu_us_per_call", "upstream_cpu_us_per_call"):
         row[key] = median(r[key] for r in group)
+    row["front_sys_us_per_call"] = median(r.get("front_sys_us_per_call", 0) for r in group)
     for key in ("front_peak_rss_kib", "children_peak_rss_kib"):
         row[key] = max(r[key] for r in group)
     row["errors"] = sum(r["errors"] for r in group)
@@ -337,11 +342,11 @@ print()
 print("Machine: $NCPU CPU(s), $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1); "
       "pinning: $PIN_NOTE. CPU per call counts warm-up calls too (CPU time over the whole load / calls).")
 print()
-print("| path | req/s | p50 ms | p99 ms | front CPU µs/call | upstream CPU µs/call | front peak RSS MiB | children RSS MiB | errors | req/s vs direct | req/s vs mcp-proxy |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| path | req/s | p50 ms | p99 ms | front CPU µs/call | of it kernel | upstream CPU µs/call | front peak RSS MiB | children RSS MiB | errors | req/s vs direct | req/s vs mcp-proxy |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     print(f"| {r['label']} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
-          f"| {r['front_cpu_us_per_call']:.0f} | {r['upstream_cpu_us_per_call']:.0f} "
+          f"| {r['front_cpu_us_per_call']:.0f} | {r['front_sys_us_per_call']:.0f} | {r['upstream_cpu_us_per_call']:.0f} "
           f"| {r['front_peak_rss_kib'] / 1024:.1f} | {r['children_peak_rss_kib'] / 1024:.1f} | {r['errors']} "
           f"| {fmt(ratio(r['row'], 'direct'))} | {fmt(ratio(r['row'], 'mcp-proxy'))} |")
 print()
