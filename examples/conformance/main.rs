@@ -388,18 +388,9 @@ fn tools() -> Vec<Arc<dyn Tool>> {
         ("user_name", "What is your name?", name_form()),
         greeting,
     ));
-    tools.push(Arc::new(
-        tool(
-            "test_input_required_result_sampling",
-            "Asks the client's model the capital of France (sampling, key capital_question).",
-        )
-        .handler(|_, ctx| async move {
-            let reply = ctx
-                .client("sampling")?
-                .sample_as("capital_question", capital_question())
-                .await?;
-            Ok(json!(format!("The model answered: {}", reply.text)))
-        }),
+    tools.push(sampling(
+        "test_input_required_result_sampling",
+        "Asks the client's model the capital of France (sampling, key capital_question).",
     ));
     tools.push(Arc::new(
         tool(
@@ -537,18 +528,9 @@ fn tools() -> Vec<Arc<dyn Tool>> {
         .handler(|_, _| async { Ok(json!({ "runs": CONFIRMED_RUNS.load(Ordering::SeqCst) })) }),
     ));
     // The suite's diagnostic tools for revision 2026-07-28 (`server-stateless`).
-    tools.push(Arc::new(
-        tool(
-            "test_missing_capability",
-            "Asks the client's model a question (sampling): a request whose _meta does not declare the sampling capability is refused with -32021.",
-        )
-        .handler(|_, ctx| async move {
-            let reply = ctx
-                .client("sampling")?
-                .sample_as("capital_question", capital_question())
-                .await?;
-            Ok(json!(format!("Success: the model answered {}", reply.text)))
-        }),
+    tools.push(sampling(
+        "test_missing_capability",
+        "Asks the client's model a question (sampling): a request whose _meta does not declare the sampling capability is refused with -32021.",
     ));
     tools.push(asking(
         "test_streaming_elicitation",
@@ -599,6 +581,18 @@ fn trigger_tool_change() -> Arc<dyn Tool> {
             Ok(json!("Mutation triggered"))
         }),
     )
+}
+
+/// A tool that asks its client's model the capital of France (key `capital_question`) and
+/// answers what the model said.
+fn sampling(name: &str, description: &str) -> Arc<dyn Tool> {
+    Arc::new(tool(name, description).handler(|_, ctx| async move {
+        let reply = ctx
+            .client("sampling")?
+            .sample_as("capital_question", capital_question())
+            .await?;
+        Ok(json!(format!("The model answered: {}", reply.text)))
+    }))
 }
 
 /// A tool that asks its client's user one question (`key`, `message`, `form`) and answers what
