@@ -22,7 +22,8 @@
 //! response read to its end gives its pair back. A response dropped before its end (a call's
 //! event stream left once its answer came, the stream's last chunk perhaps still on its way)
 //! gives its pair back with the rest of its body; whoever takes it next reads that rest
-//! without waiting, and closes the connection if it has not all arrived. A connection the
+//! without waiting, and leaves the connection idle if it has not all arrived (closed once it has
+//! waited a second for it). A connection the
 //! server closed while idle is found out when next taken (its request comes back unsent and
 //! goes to the next idle one, or to a new one).
 
@@ -59,6 +60,8 @@ struct Link {
 
 /// Most frames of an abandoned body read when its connection is taken again.
 const MAX_DRAIN: usize = 16;
+/// How long a connection whose abandoned body has not all arrived is kept for its end.
+const END_GRACE: Duration = Duration::from_secs(1);
 
 /// A connection waiting for its next request.
 struct Idle {
@@ -87,26 +90,50 @@ fn check_in(idle: &IdleList, link: Box<Link>, rest: Option<Incoming>) {
     }
 }
 
+/// What an idle connection can do when a request wants it.
+enum Readiness {
+    /// Take the request.
+    Ready(Box<Link>),
+    /// Not yet: the end of its last body is still on its way (kept idle for a later request).
+    Receiving(Idle),
+    /// Nothing: it is closed (or given up).
+    Closed,
+}
+
 impl Idle {
-    /// The connection, if it can take a request: the rest of an abandoned body is read as far
-    /// as it has arrived, and the connection is closed unless that reaches the body's end.
-    fn ready(self) -> Option<Box<Link>> {
-        let Idle { mut link, rest, .. } = self;
+    /// Whether the connection can take a request: the rest of an abandoned body is read as far
+    /// as it has arrived. One whose end has not all arrived is kept for a while (a call's event
+    /// stream left at its answer has its last chunk on the way: closing the connection would
+    /// cost both sides a new one), then given up (a stream that goes on).
+    fn ready(self) -> Readiness {
+        let Idle {
+            mut link,
+            rest,
+            since,
+        } = self;
         let Some(mut rest) = rest else {
-            return Some(link);
+            return Readiness::Ready(link);
         };
         let mut cx = Context::from_waker(Waker::noop());
         for _ in 0..MAX_DRAIN {
             if link.conn.poll_without_shutdown(&mut cx).is_ready() {
-                return None;
+                return Readiness::Closed;
             }
             match Pin::new(&mut rest).poll_frame(&mut cx) {
-                Poll::Ready(None) => return Some(link),
+                Poll::Ready(None) => return Readiness::Ready(link),
                 Poll::Ready(Some(Ok(_))) => {}
-                Poll::Ready(Some(Err(_))) | Poll::Pending => return None,
+                Poll::Ready(Some(Err(_))) => return Readiness::Closed,
+                Poll::Pending if since.elapsed() < END_GRACE => {
+                    return Readiness::Receiving(Idle {
+                        link,
+                        rest: Some(rest),
+                        since,
+                    });
+                }
+                Poll::Pending => return Readiness::Closed,
             }
         }
-        None
+        Readiness::Closed
     }
 }
 
@@ -326,12 +353,21 @@ impl DirectPool {
             .take_while(|c| c.since.elapsed() >= IDLE_TIMEOUT)
             .count();
         idle.drain(..stale);
+        // Those still receiving the end of their last body go back, in their order.
+        let mut receiving = Vec::new();
+        let mut taken = None;
         while let Some(c) = idle.pop() {
-            if let Some(link) = c.ready() {
-                return Some(link);
+            match c.ready() {
+                Readiness::Ready(link) => {
+                    taken = Some(link);
+                    break;
+                }
+                Readiness::Receiving(c) => receiving.push(c),
+                Readiness::Closed => {}
             }
         }
-        None
+        idle.extend(receiving.into_iter().rev());
+        taken
     }
 
     /// A new connection to a checked address of `url`'s host.

@@ -538,3 +538,39 @@ async fn an_endpoint_reuses_a_connection_whose_stream_was_left_before_its_last_c
         "the connection is taken again once the rest of its stream is read"
     );
 }
+
+#[tokio::test]
+async fn a_connection_still_receiving_its_last_chunk_is_kept_for_a_later_request() {
+    use std::sync::atomic::Ordering;
+    // The end of each stream comes 300 ms after its answer; two calls in a row, then a pause.
+    let (addr, connections) = raw_server(
+        &[
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\ne\r\ndata: answer\n\n\r\n",
+            b"0\r\n\r\n",
+        ],
+        Duration::from_millis(300),
+        false,
+    )
+    .await;
+    let cancel = CancellationToken::new();
+    let events = local().endpoint(&format!("http://{addr}/mcp")).unwrap();
+    for _ in 0..3 {
+        for _ in 0..2 {
+            let mut stream = events
+                .open(Method::POST, json_headers(), None, None, &cancel)
+                .await
+                .unwrap()
+                .events(1024);
+            assert_eq!(stream.next().await.unwrap().unwrap().data, "answer");
+            drop(stream);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The second call of each pair finds the first's connection still receiving: it opens a
+    // second one and the first stays idle (closing it would make each pair open a new one).
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        2,
+        "two connections serve every pair"
+    );
+}
