@@ -112,13 +112,11 @@ descendants() {
   done
 }
 
-# CPU time (user + system, clock ticks) of one process, all its threads.
+# CPU time (clock ticks) of one process, all its threads: user + system, or with `sys` as the
+# second argument its system (kernel) part alone.
 cpu_ticks() {
-  awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
-}
-# Its system (kernel) part alone.
-sys_ticks() {
-  awk '{ sub(/^.*\) /, ""); print $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
+  awk -v only="${2:-}" '{ sub(/^.*\) /, ""); print (only == "sys" ? $13 : $12 + $13) }' \
+    "/proc/$1/stat" 2>/dev/null || echo 0
 }
 # The same, summed over the process's descendants.
 children_ticks() {
@@ -142,7 +140,7 @@ measure() {
   local shared=""
   [[ "$row" == "toolgate-http" ]] && shared="$UPSTREAM_PID"
   local f0 c0 s0=0 f1 c1 s1=0 k0 k1 line
-  f0="$(cpu_ticks "$front")"; c0="$(children_ticks "$front")"; k0="$(sys_ticks "$front")"
+  f0="$(cpu_ticks "$front")"; c0="$(children_ticks "$front")"; k0="$(cpu_ticks "$front" sys)"
   [[ -n "$shared" ]] && s0="$(cpu_ticks "$shared")"
   log "loading $label: $CONCURRENCY sessions, ${WARMUP}s warm-up + ${DURATION}s"
   if ! line="$(MCP_LOAD_TOKEN="$token" "${CLIENT_PIN[@]}" "$LOADGEN" load --url "$url" \
@@ -151,7 +149,7 @@ measure() {
     NOTES+=("$label: the load generator failed: $(tail -n 3 "$TMP/$row.load.err" | tr '\n' ' ')")
     return 0
   fi
-  f1="$(cpu_ticks "$front")"; c1="$(children_ticks "$front")"; k1="$(sys_ticks "$front")"
+  f1="$(cpu_ticks "$front")"; c1="$(children_ticks "$front")"; k1="$(cpu_ticks "$front" sys)"
   [[ -n "$shared" ]] && s1="$(cpu_ticks "$shared")"
   "$PYTHON" -c '
 import json, sys

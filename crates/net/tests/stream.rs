@@ -506,71 +506,61 @@ async fn an_endpoint_resends_a_request_its_idle_connection_could_not_take() {
     assert_eq!(connections.load(Ordering::SeqCst), 3);
 }
 
-#[tokio::test]
-async fn an_endpoint_reuses_a_connection_whose_stream_was_left_before_its_last_chunk() {
-    use std::sync::atomic::Ordering;
-    // A call's event stream: its answer, then (a moment later) the end of the stream.
+/// Opens `pairs` × `per_pair` calls whose event streams are left at the answer, with `pause`
+/// after each pair, against a server sending each stream's end `end_after` its answer; how many
+/// connections the server saw.
+async fn streams_left_at_the_answer(
+    end_after: Duration,
+    pairs: usize,
+    per_pair: usize,
+    pause: Duration,
+) -> usize {
     let (addr, connections) = raw_server(
         &[
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\ne\r\ndata: answer\n\n\r\n",
             b"0\r\n\r\n",
         ],
-        Duration::from_millis(20),
+        end_after,
         false,
     )
     .await;
     let cancel = CancellationToken::new();
     let events = local().endpoint(&format!("http://{addr}/mcp")).unwrap();
-    for _ in 0..3 {
-        let mut stream = events
-            .open(Method::POST, json_headers(), None, None, &cancel)
-            .await
-            .unwrap()
-            .events(1024);
-        assert_eq!(stream.next().await.unwrap().unwrap().data, "answer");
-        // Left at the answer, as the lane does; the end arrives while the connection is idle.
-        drop(stream);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        connections.load(Ordering::SeqCst),
-        1,
-        "the connection is taken again once the rest of its stream is read"
-    );
-}
-
-#[tokio::test]
-async fn a_connection_still_receiving_its_last_chunk_is_kept_for_a_later_request() {
-    use std::sync::atomic::Ordering;
-    // The end of each stream comes 300 ms after its answer; two calls in a row, then a pause.
-    let (addr, connections) = raw_server(
-        &[
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\ne\r\ndata: answer\n\n\r\n",
-            b"0\r\n\r\n",
-        ],
-        Duration::from_millis(300),
-        false,
-    )
-    .await;
-    let cancel = CancellationToken::new();
-    let events = local().endpoint(&format!("http://{addr}/mcp")).unwrap();
-    for _ in 0..3 {
-        for _ in 0..2 {
+    for _ in 0..pairs {
+        for _ in 0..per_pair {
             let mut stream = events
                 .open(Method::POST, json_headers(), None, None, &cancel)
                 .await
                 .unwrap()
                 .events(1024);
             assert_eq!(stream.next().await.unwrap().unwrap().data, "answer");
+            // Left at the answer, as the lane does; the end arrives while the connection is idle.
             drop(stream);
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(pause).await;
     }
+    connections.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[tokio::test]
+async fn an_endpoint_reuses_a_connection_whose_stream_was_left_before_its_last_chunk() {
+    // One call at a time, each stream's end 20 ms after its answer.
+    let connections =
+        streams_left_at_the_answer(Duration::from_millis(20), 3, 1, Duration::from_millis(100))
+            .await;
+    assert_eq!(
+        connections, 1,
+        "the connection is taken again once the rest of its stream is read"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_still_receiving_its_last_chunk_is_kept_for_a_later_request() {
+    // The end of each stream comes 300 ms after its answer; two calls in a row, then a pause.
+    let connections =
+        streams_left_at_the_answer(Duration::from_millis(300), 3, 2, Duration::from_millis(500))
+            .await;
     // The second call of each pair finds the first's connection still receiving: it opens a
     // second one and the first stays idle (closing it would make each pair open a new one).
-    assert_eq!(
-        connections.load(Ordering::SeqCst),
-        2,
-        "two connections serve every pair"
-    );
+    assert_eq!(connections, 2, "two connections serve every pair");
 }
