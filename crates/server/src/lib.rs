@@ -375,7 +375,7 @@ impl Gateway {
         })?;
         check_binding(local, &self.auth)?;
         self.start_sync().await?;
-        tokio::spawn(mcp_tasks::follow_cancels(
+        tokio::spawn(mcp_tasks::follow_requests(
             Arc::clone(&self),
             shutdown.clone(),
         ));
@@ -411,7 +411,7 @@ impl Gateway {
         shutdown: CancellationToken,
     ) -> Result<(), ServerError> {
         self.start_sync().await?;
-        tokio::spawn(mcp_tasks::follow_cancels(
+        tokio::spawn(mcp_tasks::follow_requests(
             Arc::clone(&self),
             shutdown.clone(),
         ));

@@ -10,7 +10,7 @@
 //! record (the finished entry's outcome; content blocks other than the data are kept there only
 //! as digests). A task is its principal's only: another principal's id reads "not found".
 //! `tasks/cancel` sent to another instance reaches this one through the store's cancel requests
-//! (`mcp_tasks::follow_cancels`).
+//! (`mcp_tasks::follow_requests`).
 //!
 //! A run asks its client through the task (`TaskInput`, the call's client bridge): a question
 //! (elicitation, sampling, roots — only the kinds the client declared) parks the tool and the
@@ -18,9 +18,14 @@
 //! `inputRequests`; `tasks/update` answers some or all of them (each answer wakes the tool
 //! waiting on it; a key that names no waiting question is ignored) and the task reads
 //! `working` again once none waits. An answer that is not the kind of result its question asks
-//! for ends the task `failed` with −32602 (what a direct call answers such a request). The
-//! questions live in this process's memory: `tasks/update` must reach the instance that runs
-//! the call (another instance answers saying so).
+//! for ends the task `failed` with −32602 (what a direct call answers such a request).
+//!
+//! Each question is also written to the store before it waits (`Store::ask_task_question`), so
+//! that a load balancer may send a task's requests to any instance: `tasks/get` elsewhere reads
+//! the unanswered questions from there, `tasks/update` elsewhere writes the answers there, and the
+//! instance running the call takes them every 250 ms (`deliver_answers`, called by
+//! `mcp_tasks::follow_requests`) and hands each to the tool waiting on it. Answered here, a
+//! question's row is removed at once; the call's rows go when it finishes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,6 +82,8 @@ struct Waiting {
     malformed: Option<String>,
     /// When a question was last asked or answered.
     changed: Option<DateTime<Utc>>,
+    /// Whether a question was ever written to the store (its rows go when the call finishes).
+    stored: bool,
 }
 
 impl Run {
@@ -107,6 +114,15 @@ impl TaskRuns {
 
     fn run(&self, id: CallId) -> Option<Arc<Run>> {
         self.lock().get(&id).cloned()
+    }
+
+    /// The runs of this process that wait on questions to their client.
+    fn waiting_for_answers(&self) -> Vec<(CallId, Arc<Run>)> {
+        self.lock()
+            .iter()
+            .filter(|(_, run)| !run.waiting().questions.is_empty())
+            .map(|(id, run)| (*id, Arc::clone(run)))
+            .collect()
     }
 
     /// Cancels call `id` if it runs here for `principal`; whether it did.
@@ -149,6 +165,8 @@ pub(crate) fn start(
         now,
     ));
     call = call.client(Arc::new(TaskInput {
+        id,
+        store: gw.store().clone(),
         run: Arc::downgrade(&run),
         cancel: run.cancel.clone(),
         can: asking.can,
@@ -179,6 +197,14 @@ pub(crate) fn start(
     tokio::spawn(async move {
         let result = gw.call(&caller, call, Some(run.cancel.clone())).await;
         *run.done.lock().unwrap_or_else(|p| p.into_inner()) = Some((result, Utc::now()));
+        if run.waiting().stored
+            && let Err(e) = gw
+                .store()
+                .forget_task_questions(&id.to_string(), None)
+                .await
+        {
+            tracing::warn!(task = %id, error = %toolgate_core::ErrorChain(&e), "could not remove a finished task's questions from the store; they go within a day");
+        }
     });
     Ok(CreateTaskResult::new(task.task))
 }
@@ -245,6 +271,17 @@ pub(crate) async fn get(
                 start.tool.clone(),
                 start.fetched_at,
             );
+            // The questions it waits on, if it runs on another instance (see the module's docs).
+            let asked = stored_questions(gw, id, &start.principal).await?;
+            if !asked.is_empty() {
+                let (payload, message) = waiting_on(&run.tool, asked);
+                let mut detailed = task_of(&run, id, None)?;
+                detailed.task.status_message = Some(message);
+                return Ok(GetTaskResult::new(DetailedTask::new(
+                    detailed.task,
+                    payload,
+                )));
+            }
             let mut detailed = task_of(&run, id, None)?;
             detailed.task.status_message = Some(format!(
                 "The call to {} started (call {id}) and has no result yet: it runs on another toolgate instance, or was cut by a restart (then check its effect by hand)",
@@ -257,7 +294,7 @@ pub(crate) async fn get(
 }
 
 /// `tasks/cancel` of a background call: cancels it if it runs here, else asks the instance that
-/// runs it through the store (`mcp_tasks::follow_cancels`); a finished task's cancel is an
+/// runs it through the store (`mcp_tasks::follow_requests`); a finished task's cancel is an
 /// acknowledgement that changes nothing (SEP-2663: idempotent).
 pub(crate) async fn cancel(
     gw: &Gateway,
@@ -280,9 +317,71 @@ pub(crate) async fn cancel(
     Ok(())
 }
 
+/// The unanswered questions of call `id` of `principal` in the store.
+async fn stored_questions(
+    gw: &Gateway,
+    id: CallId,
+    principal: &str,
+) -> Result<InputRequests, McpError> {
+    let rows = gw
+        .store()
+        .task_questions(&id.to_string(), principal)
+        .await
+        .map_err(|e| {
+            McpError::internal_error(format!("reading the task's questions failed: {e}"), None)
+        })?;
+    let mut asked = InputRequests::new();
+    for (key, request) in rows {
+        let request: InputRequest = serde_json::from_str(&request).map_err(|e| {
+            McpError::internal_error(
+                format!("the stored question {key} of task {id} is not an MCP input request: {e}"),
+                None,
+            )
+        })?;
+        asked.insert(key, request);
+    }
+    Ok(asked)
+}
+
+/// Hands the answers that `tasks/update` on other instances stored to the calls of this process
+/// waiting on them (a key no call waits on any more is dropped). Called every 250 ms by
+/// `mcp_tasks::follow_requests`.
+pub(crate) async fn deliver_answers(gw: &Gateway) {
+    for (id, run) in gw.task_runs.waiting_for_answers() {
+        let answers = match gw.store().take_task_answers(&id.to_string()).await {
+            Ok(answers) => answers,
+            Err(e) => {
+                tracing::warn!(task = %id, error = %toolgate_core::ErrorChain(&e), "cannot read the answers to a task's questions");
+                continue;
+            }
+        };
+        if answers.is_empty() {
+            continue;
+        }
+        let mut waiting = run.waiting();
+        for (key, answer) in answers {
+            let answer: Value = match serde_json::from_str(&answer) {
+                Ok(answer) => answer,
+                Err(e) => {
+                    tracing::warn!(task = %id, key, error = %e, "a stored answer is not JSON; dropped");
+                    continue;
+                }
+            };
+            if let Some((_, to)) = waiting.questions.remove(&key) {
+                // The tool stopped waiting (cancelled) if this fails: nothing to answer.
+                let _ = to.send(answer);
+                waiting.changed = Some(Utc::now());
+                tracing::info!(task = %id, key, "answered through another instance's tasks/update");
+            }
+        }
+    }
+}
+
 /// `tasks/update` of a background call: each answer goes to the question waiting under its key
 /// (the tool waiting on it goes on); a key that names no waiting question (never asked, already
-/// answered, or of a finished task) is ignored. The task's state is read with `tasks/get`.
+/// answered, or of a finished task) is ignored. The task's state is read with `tasks/get`. On an
+/// instance that does not run the call, the answers go through the store (see the module's
+/// docs): the call has them within 250 ms.
 pub(crate) async fn update(
     gw: &Gateway,
     caller: &Caller,
@@ -294,29 +393,70 @@ pub(crate) async fn update(
         if run.principal != caller.principal.id.as_str() {
             return Err(not_found(task_id));
         }
-        let mut waiting = run.waiting();
-        for (key, answer) in responses {
-            if let Some((_, to)) = waiting.questions.remove(&key) {
-                // The tool stopped waiting (cancelled) if this fails: nothing to answer.
-                let _ = to.send(answer);
-                waiting.changed = Some(Utc::now());
+        let mut answered = Vec::new();
+        {
+            let mut waiting = run.waiting();
+            for (key, answer) in responses {
+                if let Some((_, to)) = waiting.questions.remove(&key) {
+                    // The tool stopped waiting (cancelled) if this fails: nothing to answer.
+                    let _ = to.send(answer);
+                    waiting.changed = Some(Utc::now());
+                    answered.push(key);
+                }
+            }
+        }
+        for key in answered {
+            if let Err(e) = gw
+                .store()
+                .forget_task_questions(&id.to_string(), Some(&key))
+                .await
+            {
+                // Answered already; another instance may read it as waiting until the call ends.
+                tracing::warn!(task = %id, key, error = %toolgate_core::ErrorChain(&e), "could not remove an answered task question from the store");
             }
         }
         return Ok(());
     }
-    // Not run here: read it (not found for another principal's), then say where it stands.
+    // Not run here: read it (not found for another principal's); while it runs, the answers go
+    // to the instance running it through the store.
     let read = get(gw, caller, task_id, id).await?;
-    if read.task.status() == TaskStatus::Working {
-        return Err(McpError::new(
-            rmcp::model::ErrorCode(-32000),
-            format!(
-                "Task {task_id} runs on another toolgate instance, which holds its questions: send tasks/update to that instance (route a task's requests to one instance), or read its state with tasks/get"
-            ),
-            Some(json!({ "taskId": task_id })),
-        ));
+    if matches!(
+        read.task.status(),
+        TaskStatus::Working | TaskStatus::InputRequired
+    ) {
+        let answers: Vec<(String, String)> = responses
+            .into_iter()
+            .map(|(key, answer)| (key, answer.to_string()))
+            .collect();
+        gw.store()
+            .answer_task_questions(&id.to_string(), caller.principal.id.as_str(), &answers)
+            .await
+            .map_err(|e| {
+                McpError::internal_error(
+                    format!(
+                        "Task {task_id} runs on another toolgate instance and the answers could not be stored: {e}"
+                    ),
+                    Some(json!({ "taskId": task_id })),
+                )
+            })?;
     }
     // Finished: nothing waits for an answer any more.
     Ok(())
+}
+
+/// The `input_required` payload of a call waiting on `asked`, and its message.
+fn waiting_on(tool: &str, asked: InputRequests) -> (TaskPayload, String) {
+    let keys: Vec<&str> = asked.keys().map(String::as_str).collect();
+    let message = format!(
+        "The call to {tool} waits for your answers to {}: send them with tasks/update (inputResponses under the same keys)",
+        keys.join(", ")
+    );
+    (
+        TaskPayload::InputRequired {
+            input_requests: asked,
+        },
+        message,
+    )
 }
 
 /// The task of a run: `working` until it finished (`input_required` while the call waits on
@@ -350,20 +490,7 @@ fn task_of(
     .with_ttl_ms(u64::try_from(KEEP.num_milliseconds()).unwrap_or(0))
     .with_poll_interval_ms(POLL_INTERVAL_MS);
     let (payload, message) = match finished {
-        None if !asked.is_empty() => {
-            let keys: Vec<&str> = asked.keys().map(String::as_str).collect();
-            let message = format!(
-                "The call to {} waits for your answers to {}: send them with tasks/update (inputResponses under the same keys)",
-                run.tool,
-                keys.join(", ")
-            );
-            (
-                TaskPayload::InputRequired {
-                    input_requests: asked,
-                },
-                message,
-            )
-        }
+        None if !asked.is_empty() => waiting_on(&run.tool, asked),
         None => (
             TaskPayload::Working,
             format!("The call to {} is running; tasks/cancel stops it", run.tool),
@@ -403,6 +530,10 @@ fn task_of(
 /// A task's call's connection to its client: questions wait in the task for `tasks/update`
 /// (see the module's docs); log messages have no stream to ride and are dropped.
 struct TaskInput {
+    /// The task's id (its call's).
+    id: CallId,
+    /// Where its questions are written for other instances.
+    store: toolgate_store::Store,
     /// Weak: the run owns the bridge's call, not the other way round.
     run: std::sync::Weak<Run>,
     cancel: CancellationToken,
@@ -450,13 +581,32 @@ impl TaskInput {
             ))
         })?;
         let run = self.run.upgrade().ok_or_else(ToolError::cancelled)?;
+        let twice = || {
+            ToolError::execution(format!(
+                "the question {key} is asked twice at once; give each question its own key"
+            ))
+        };
+        if run.waiting().questions.contains_key(key) {
+            return Err(twice());
+        }
+        // In the store before it waits here: tasks/get and tasks/update on any instance find it.
+        let text = serde_json::to_string(&request).map_err(|e| {
+            ToolError::execution(format!("the question {key} could not be encoded: {e}"))
+        })?;
+        self.store
+            .ask_task_question(&self.id.to_string(), key, &run.principal, &text)
+            .await
+            .map_err(|e| {
+                ToolError::unavailable(format!(
+                    "the question {key} could not be recorded in the store, where every instance reads it: {e}"
+                ))
+            })?;
         let (to, answer) = oneshot::channel();
         {
             let mut waiting = run.waiting();
+            waiting.stored = true;
             if waiting.questions.contains_key(key) {
-                return Err(ToolError::execution(format!(
-                    "the question {key} is asked twice at once; give each question its own key"
-                )));
+                return Err(twice());
             }
             waiting.questions.insert(key.to_owned(), (request, to));
             waiting.changed = Some(Utc::now());
@@ -568,7 +718,8 @@ impl ClientBridge for TaskInput {
 #[cfg(test)]
 mod tests {
     //! Two gateways on one database stand for two instances: a task run on one is cancelled by
-    //! `tasks/cancel` sent to the other, through the store's cancel requests.
+    //! `tasks/cancel` sent to the other, through the store's cancel requests, and its question
+    //! to the client is read and answered through the other, through the store's task questions.
 
     use std::sync::Arc;
     use std::time::Duration;
@@ -580,7 +731,9 @@ mod tests {
     use crate::{Gateway, GatewayOptions};
 
     /// An instance on the database at `path` whose tool `long` (of `effect`; run as a task, its
-    /// start is in the audit log before it runs) notifies `started` and waits until cancelled.
+    /// start is in the audit log before it runs) notifies `started` and waits until cancelled,
+    /// and whose tool `ask` asks its client's user a question (key `go`) and answers with the
+    /// reply.
     async fn instance(
         path: &std::path::Path,
         started: Arc<tokio::sync::Notify>,
@@ -604,9 +757,117 @@ mod tests {
                     }
                 }
             });
+        let ask = ToolBuilder::new("ask", "Asks its client's user; for tests.")
+            .tasks(TaskSupport::Optional)
+            .handler(|_, ctx| async move {
+                let form = json!({"type": "object", "properties": {"v": {"type": "string"}}});
+                let answer = ctx
+                    .client("elicitation")?
+                    .elicit_as("go", "Go?".into(), form)
+                    .await?;
+                match answer {
+                    toolgate_core::ElicitAnswer::Accept(v) => Ok(json!({ "go": v["v"] })),
+                    _ => Ok(json!({ "go": null })),
+                }
+            });
         let registry = Arc::new(toolgate_core::Registry::new());
-        registry.register_all(vec![Arc::new(tool)], false).unwrap();
+        registry
+            .register_all(vec![Arc::new(tool), Arc::new(ask)], false)
+            .unwrap();
         Gateway::from_parts(registry, store, GatewayOptions::default()).unwrap()
+    }
+
+    /// Reads task `id` on `gw` until its status is `want`.
+    async fn until(
+        gw: &Gateway,
+        caller: &Caller,
+        id: &str,
+        want: rmcp::model::TaskStatus,
+    ) -> rmcp::model::GetTaskResult {
+        let call = toolgate_core::CallId::parse(id).unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            // Another instance finds the task once its start entry is committed.
+            let read = super::get(gw, caller, id, call).await;
+            if let Ok(read) = &read
+                && read.task.status() == want
+            {
+                return read.clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{read:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_question_is_read_and_answered_on_another_instance() {
+        use rmcp::model::{TaskPayload, TaskStatus};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let effect = toolgate_core::Effect::Read;
+        let one = instance(&path, Arc::new(tokio::sync::Notify::new()), effect).await;
+        let two = instance(&path, Arc::new(tokio::sync::Notify::new()), effect).await;
+        let shutdown = toolgate_core::CancellationToken::new();
+        tokio::spawn(crate::mcp_tasks::follow_requests(
+            Arc::clone(&one),
+            shutdown.clone(),
+        ));
+        let caller = Arc::new(Caller::new(Principal::local(), one.plan().clone()));
+        let asking = super::Asking {
+            can: crate::mcp_input::Can {
+                elicit: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let task = super::start(&one, &caller, CallRequest::new("ask", json!({})), asking).unwrap();
+        let id = task.task.task_id.clone();
+        let call = toolgate_core::CallId::parse(&id).unwrap();
+        // The other instance reads the question it waits on, from the store.
+        let read = until(&two, &caller, &id, TaskStatus::InputRequired).await;
+        let TaskPayload::InputRequired { input_requests } = &read.task.payload else {
+            panic!("{read:?}");
+        };
+        let asked = serde_json::to_value(input_requests).unwrap();
+        assert_eq!(asked["go"]["method"], "elicitation/create", "{asked}");
+        // Another principal finds no such task there, and its answer goes nowhere.
+        let bob = Caller::new(
+            Principal::new(toolgate_core::PrincipalId::parse("bob").unwrap()),
+            two.plan().clone(),
+        );
+        let answer = json!({"action": "accept", "content": {"v": "yes"}});
+        let answers = rmcp::model::InputResponses::from([("go".to_owned(), answer.clone())]);
+        assert!(super::get(&two, &bob, &id, call).await.is_err());
+        assert!(
+            super::update(&two, &bob, &id, call, answers.clone())
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            super::get(&one, &caller, &id, call)
+                .await
+                .unwrap()
+                .task
+                .status(),
+            TaskStatus::InputRequired
+        );
+        // Answered on the other instance: the call running on the first gets it and completes.
+        super::update(&two, &caller, &id, call, answers)
+            .await
+            .unwrap();
+        let read = until(&one, &caller, &id, TaskStatus::Completed).await;
+        let TaskPayload::Completed { result } = &read.task.payload else {
+            panic!("{read:?}");
+        };
+        assert_eq!(result["structuredContent"]["go"], "yes", "{result:?}");
+        // Nothing of it stays in the store.
+        let left = one
+            .store()
+            .task_questions(&id, caller.principal.id.as_str())
+            .await
+            .unwrap();
+        assert!(left.is_empty(), "{left:?}");
+        shutdown.cancel();
     }
 
     #[tokio::test]
@@ -628,7 +889,7 @@ mod tests {
         let one = instance(&path, Arc::clone(&started), effect).await;
         let two = instance(&path, Arc::new(tokio::sync::Notify::new()), effect).await;
         let shutdown = toolgate_core::CancellationToken::new();
-        tokio::spawn(crate::mcp_tasks::follow_cancels(
+        tokio::spawn(crate::mcp_tasks::follow_requests(
             Arc::clone(&one),
             shutdown.clone(),
         ));

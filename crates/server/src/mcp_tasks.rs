@@ -129,7 +129,7 @@ pub(crate) async fn update(
 /// `tasks/cancel`: withdraws a pending approval (it is denied in the caller's name, never runs,
 /// and the task reads `cancelled`), or cancels the approved call running (it ends `cancelled`,
 /// recorded as the approval's result): at once in this process, through the store when another
-/// instance runs it (`follow_cancels`). A finished task's cancel is an acknowledgement that
+/// instance runs it (`follow_requests`). A finished task's cancel is an acknowledgement that
 /// changes nothing; one whose call was approved but has not started is refused saying so. A
 /// background call's task (a call id) is cancelled as `mcp_task_runs` says.
 pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Result<(), McpError> {
@@ -142,7 +142,7 @@ pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Resu
         if gw.runtime().cancel_running_approval(&approval.id, "client") {
             return Ok(());
         }
-        // It runs on another instance: ask it through the store (see `follow_cancels`).
+        // It runs on another instance: ask it through the store (see `follow_requests`).
         return request_elsewhere(gw, caller, task_id).await;
     }
     // A finished task: cancelling it is acknowledged and changes nothing (SEP-2663 makes
@@ -177,7 +177,7 @@ pub(crate) async fn cancel(gw: &Gateway, caller: &Caller, task_id: &str) -> Resu
 }
 
 /// Asks the instance running task `task_id`'s call to cancel it: a cancel request in the store,
-/// which every instance reads (`follow_cancels`). The answer comes before the cancellation
+/// which every instance reads (`follow_requests`). The answer comes before the cancellation
 /// lands; `tasks/get` reads `cancelled` once it has.
 pub(crate) async fn request_elsewhere(
     gw: &Gateway,
@@ -204,11 +204,14 @@ const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// a newer id (concurrent inserts on PostgreSQL) is not skipped.
 const CANCEL_WINDOW: i64 = 256;
 
-/// Follows the store's cancel requests until `shutdown` fires: each one naming a call that runs
-/// in this process (an approved call, or a background task run of the same principal) cancels
-/// it, noting `client` as who cancelled. This is how `tasks/cancel` sent to one instance
-/// reaches the instance running the call, with nothing but the shared database between them.
-pub(crate) async fn follow_cancels(
+/// Follows what other instances ask of this one through the store, until `shutdown` fires:
+/// each cancel request naming a call that runs in this process (an approved call, or a
+/// background task run of the same principal) cancels it, noting `client` as who cancelled; the
+/// answers that `tasks/update` stored for the questions of this process's task runs go to them
+/// (`mcp_task_runs::deliver_answers`). This is how `tasks/cancel` and `tasks/update` sent to one
+/// instance reach the instance running the call, with nothing but the shared database between
+/// them.
+pub(crate) async fn follow_requests(
     gw: std::sync::Arc<Gateway>,
     shutdown: toolgate_core::CancellationToken,
 ) {
@@ -230,6 +233,7 @@ pub(crate) async fn follow_cancels(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(CANCEL_POLL) => {}
         }
+        crate::mcp_task_runs::deliver_answers(&gw).await;
         let requests = match gw.store().cancel_requests_after(last - CANCEL_WINDOW).await {
             Ok(r) => r,
             Err(e) => {

@@ -808,15 +808,26 @@ fn accept(v: &str) -> Value {
     json!({"action": "accept", "content": {"v": v}})
 }
 
-/// Calls `ask_two` as ALICE: the call must become a task; waits until it asks its questions.
+/// Calls `ask_two` as ALICE: the call must become a task; waits until it asks both its
+/// questions (each waits once it is recorded in the store, so one may show before the other).
 /// The task id and its `tasks/get` while it waits.
 async fn ask_two_task(router: &axum::Router) -> (String, Value) {
     let created =
         mcp(router, ALICE, "tools/call", json!({"name": "ask_two"})).await["result"].clone();
     assert_eq!(created["resultType"], "task", "{created}");
     let task = created["taskId"].as_str().unwrap().to_owned();
-    let waiting = until(router, &task, "input_required").await;
-    (task, waiting)
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting = until(router, &task, "input_required").await;
+        if waiting["inputRequests"].as_object().map(|o| o.len()) == Some(2) {
+            return (task, waiting);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task {task} did not ask both questions: {waiting}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn update(router: &axum::Router, token: &str, task: &str, answers: Value) -> Value {

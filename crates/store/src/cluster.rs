@@ -6,7 +6,11 @@
 //!   by the server) and cancels the named call if it runs there;
 //! - MCP 2026-07-28 `requestState` tokens: the first round of a confirmation stores the token's
 //!   SHA-256 with its binding and expiry; the answering round takes (deletes) it on whichever
-//!   instance it lands, so a token is single-use across the cluster.
+//!   instance it lands, so a token is single-use across the cluster;
+//! - task questions: the questions an MCP task's call waits on, written by the instance running
+//!   it, read (`Store::task_questions`) and answered (`Store::answer_task_questions`) on any
+//!   instance, and taken back with their answers by the running instance
+//!   (`Store::take_task_answers`, polled by the server).
 
 use chrono::Utc;
 use sqlx::Row;
@@ -15,6 +19,9 @@ use crate::{Store, StoreError, on_pool};
 
 /// How long a cancel request is kept (a call it names has finished or been cancelled by then).
 const CANCEL_KEEP_MS: i64 = 3_600_000;
+
+/// How long a task question is kept when nothing removed it (its call was cut by a crash).
+const QUESTION_KEEP_MS: i64 = 86_400_000;
 
 /// A `tasks/cancel` of a call that may run on another instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,6 +159,162 @@ impl Store {
             }
         })
     }
+}
+
+impl Store {
+    /// Records that task `task_id`'s call (of `principal`) waits on question `key` (an MCP input
+    /// request, JSON); asking a key again replaces it and its answer. Rows older than a day are
+    /// removed on the way.
+    pub async fn ask_task_question(
+        &self,
+        task_id: &str,
+        key: &str,
+        principal: &str,
+        request: &str,
+    ) -> Result<(), StoreError> {
+        let now = Utc::now().timestamp_millis();
+        on_pool!(self, p => {
+            sqlx::query("DELETE FROM task_questions WHERE asked_ms < $1")
+                .bind(now - QUESTION_KEEP_MS)
+                .execute(p)
+                .await
+                .map_err(StoreError::db("removing old task questions"))?;
+            sqlx::query(
+                "INSERT INTO task_questions (task_id, question_key, principal, request, asked_ms, answer) \
+                 VALUES ($1, $2, $3, $4, $5, NULL) \
+                 ON CONFLICT (task_id, question_key) DO UPDATE SET principal = excluded.principal, \
+                 request = excluded.request, asked_ms = excluded.asked_ms, answer = NULL",
+            )
+            .bind(task_id)
+            .bind(key)
+            .bind(principal)
+            .bind(request)
+            .bind(now)
+            .execute(p)
+            .await
+            .map_err(StoreError::db("recording a task question"))?;
+            Ok(())
+        })
+    }
+
+    /// The questions task `task_id` of `principal` waits on and nobody answered yet, by key
+    /// (key, request JSON), in key order.
+    pub async fn task_questions(
+        &self,
+        task_id: &str,
+        principal: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(
+                "SELECT question_key, request FROM task_questions \
+                 WHERE task_id = $1 AND principal = $2 AND answer IS NULL ORDER BY question_key",
+            )
+            .bind(task_id)
+            .bind(principal)
+            .fetch_all(p)
+            .await
+            .map_err(StoreError::db("reading task questions"))?;
+            key_value_rows(rows, "question_key", "request")
+        })
+    }
+
+    /// Answers questions of task `task_id` of `principal` (key, answer JSON): each answer is kept
+    /// for the instance running the call; a key naming no unanswered question of that task and
+    /// principal is ignored. How many questions were answered.
+    pub async fn answer_task_questions(
+        &self,
+        task_id: &str,
+        principal: &str,
+        answers: &[(String, String)],
+    ) -> Result<usize, StoreError> {
+        on_pool!(self, p => {
+            let mut answered = 0;
+            for (key, answer) in answers {
+                let done = sqlx::query(
+                    "UPDATE task_questions SET answer = $1 \
+                     WHERE task_id = $2 AND question_key = $3 AND principal = $4 AND answer IS NULL",
+                )
+                .bind(answer)
+                .bind(task_id)
+                .bind(key)
+                .bind(principal)
+                .execute(p)
+                .await
+                .map_err(StoreError::db("answering a task question"))?;
+                answered += usize::try_from(done.rows_affected()).unwrap_or(0);
+            }
+            Ok(answered)
+        })
+    }
+
+    /// Takes (deletes) the answered questions of task `task_id`: (key, answer JSON) each.
+    pub async fn take_task_answers(
+        &self,
+        task_id: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(
+                "DELETE FROM task_questions WHERE task_id = $1 AND answer IS NOT NULL \
+                 RETURNING question_key, answer",
+            )
+            .bind(task_id)
+            .fetch_all(p)
+            .await
+            .map_err(StoreError::db("taking task answers"))?;
+            let mut answers = key_value_rows(rows, "question_key", "answer")?;
+            answers.sort();
+            Ok(answers)
+        })
+    }
+
+    /// Removes task `task_id`'s questions: the one under `key`, or all of them (its call
+    /// finished).
+    pub async fn forget_task_questions(
+        &self,
+        task_id: &str,
+        key: Option<&str>,
+    ) -> Result<(), StoreError> {
+        on_pool!(self, p => {
+            match key {
+                Some(key) => sqlx::query(
+                    "DELETE FROM task_questions WHERE task_id = $1 AND question_key = $2",
+                )
+                .bind(task_id)
+                .bind(key)
+                .execute(p)
+                .await,
+                None => sqlx::query("DELETE FROM task_questions WHERE task_id = $1")
+                    .bind(task_id)
+                    .execute(p)
+                    .await,
+            }
+            .map_err(StoreError::db("removing task questions"))?;
+            Ok(())
+        })
+    }
+}
+
+/// Two text columns of each row.
+fn key_value_rows<R>(
+    rows: Vec<R>,
+    key: &str,
+    value: &str,
+) -> Result<Vec<(String, String)>, StoreError>
+where
+    R: Row,
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    rows.into_iter()
+        .map(|row| {
+            Ok((
+                row.try_get(key)
+                    .map_err(StoreError::db("reading a task question"))?,
+                row.try_get(value)
+                    .map_err(StoreError::db("reading a task question"))?,
+            ))
+        })
+        .collect()
 }
 
 /// What a stored MCP `requestState` stands for.

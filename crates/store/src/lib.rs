@@ -406,6 +406,11 @@ macro_rules! scripts {
                 "run_leases",
                 include_str!(concat!($dir, "/0016_run_leases.sql")),
             ),
+            (
+                17,
+                "task_questions",
+                include_str!(concat!($dir, "/0017_task_questions.sql")),
+            ),
         ]
     };
 }

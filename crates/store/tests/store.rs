@@ -934,3 +934,99 @@ async fn cross_instance_body(db: &TestDb) {
     );
     other.close().await;
 }
+
+/// The questions an MCP task waits on, asked by one instance and answered through another
+/// (see src/cluster.rs).
+async fn task_questions_are_answered_anywhere_and_taken_once(db: &TestDb) {
+    let store = &db.store;
+    // Another instance on the same database reads and answers.
+    let other = db.reopen().await;
+    store
+        .ask_task_question("call_1", "b", "alice", r#"{"method":"roots/list"}"#)
+        .await
+        .unwrap();
+    store
+        .ask_task_question("call_1", "a", "alice", r#"{"method":"elicitation/create"}"#)
+        .await
+        .unwrap();
+    store
+        .ask_task_question("call_2", "a", "bob", "{}")
+        .await
+        .unwrap();
+    let waiting = other.task_questions("call_1", "alice").await.unwrap();
+    assert_eq!(
+        waiting.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    // Another principal sees and answers nothing of it.
+    assert!(
+        store
+            .task_questions("call_1", "bob")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let answer = vec![("a".to_owned(), r#"{"action":"accept"}"#.to_owned())];
+    assert_eq!(
+        other
+            .answer_task_questions("call_1", "bob", &answer)
+            .await
+            .unwrap(),
+        0
+    );
+    // An unknown key is ignored; an answered question no longer waits, and is answered once.
+    let answers = vec![answer[0].clone(), ("zz".to_owned(), "{}".to_owned())];
+    assert_eq!(
+        other
+            .answer_task_questions("call_1", "alice", &answers)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        other
+            .answer_task_questions("call_1", "alice", &answer)
+            .await
+            .unwrap(),
+        0
+    );
+    let waiting = store.task_questions("call_1", "alice").await.unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].0, "b");
+    assert_eq!(store.take_task_answers("call_1").await.unwrap(), answer);
+    assert!(store.take_task_answers("call_1").await.unwrap().is_empty());
+    // Asked again, a key waits anew.
+    store
+        .ask_task_question("call_1", "a", "alice", "{}")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.task_questions("call_1", "alice").await.unwrap().len(),
+        2
+    );
+    store
+        .forget_task_questions("call_1", Some("a"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.task_questions("call_1", "alice").await.unwrap().len(),
+        1
+    );
+    store.forget_task_questions("call_1", None).await.unwrap();
+    assert!(
+        store
+            .task_questions("call_1", "alice")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.task_questions("call_2", "bob").await.unwrap().len(),
+        1
+    );
+    other.close().await;
+}
+
+on_each_backend! {
+    task_questions_across_instances => task_questions_are_answered_anywhere_and_taken_once;
+}
