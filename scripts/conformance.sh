@@ -135,6 +135,32 @@ if $gateway; then
   echo "through the gateway (toolgate serve in front of it):"
 fi
 run_suite "$port" "$work/results" | sed -n '/=== SUMMARY ===/,$p' || status=$?
+if [ "$revision" = 2026-07-28 ]; then
+  # The tasks extension's scenarios: `--requirements` reports them without scoring them, so
+  # each runs on its own here and must pass with no failed check and no warning
+  # (tasks-status-notifications is skipped by the suite itself: 0 checks).
+  tasks_suite=(npx -y -p node@22 -p @modelcontextprotocol/conformance@0.2.0-alpha.12 -- conformance)
+  mapfile -t task_scenarios < <("${tasks_suite[@]}" list </dev/null 2>/dev/null \
+    | sed -n 's/^ *- \(tasks-[a-z0-9-]*\) \[extension\]$/\1/p')
+  if [ "${#task_scenarios[@]}" -lt 9 ]; then
+    echo "the suite listed ${#task_scenarios[@]} tasks-* scenarios, expected 10 (conformance list changed?)" >&2
+    status=1
+  fi
+  passed=0
+  for scenario in "${task_scenarios[@]}"; do
+    out="$("${tasks_suite[@]}" server --url "http://localhost:$port/mcp" --scenario "$scenario" \
+      -o "$work/tasks" </dev/null 2>&1)" || true
+    line="$(grep -E '^Passed: [0-9]+/[0-9]+, [0-9]+ failed, [0-9]+ warnings' <<<"$out" | tail -1)"
+    if [[ "$line" =~ ,\ 0\ failed,\ 0\ warnings$ ]]; then
+      passed=$((passed + 1))
+    else
+      echo "tasks scenario $scenario: ${line:-no result}" >&2
+      grep -E 'FAILURE|WARNING' <<<"$out" >&2 || true
+      status=1
+    fi
+  done
+  echo "Tasks extension: $passed of ${#task_scenarios[@]} scenarios pass every check."
+fi
 if $gateway && [ "$status" -eq 0 ]; then
   # Same baseline is the floor; the bar is the same answers: every scenario's checks (results,
   # content blocks, log and progress notifications, elicitation schemas) must equal the direct

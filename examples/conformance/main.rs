@@ -312,10 +312,9 @@ fn tools() -> Vec<Arc<dyn Tool>> {
             ))
         }),
     ));
-    // The suite's protocol-error task: its handler panics. toolgate contains a handler's panic
-    // as that tool's failure (an `execution` error result, as a direct call answers it), so the
-    // task completes with isError; the suite wants `failed` (tasks-lifecycle, see
-    // expected-failures-2026-07-28.yml).
+    // The suite's protocol-error task: its handler panics. A direct call answers the panic as
+    // the tool's failure (an `execution` error result); its task ends `failed` with −32603, the
+    // tasks extension's status for a request that produced no result (tasks-lifecycle).
     tools.push(Arc::new(
         tool(
             "protocol_error_job",

@@ -163,7 +163,26 @@ pub struct ToolResult {
     pub approval_id: Option<String>,
 }
 
+/// In the message of an `execution` error whose handler panicked (the executor writes it).
+pub(crate) const HANDLER_PANICKED: &str = "(the handler panicked: ";
+
+/// In the message of an `execution` error whose pipeline stage panicked (the pipeline writes it).
+pub(crate) const STAGE_PANICKED: &str = "(a pipeline stage panicked: ";
+
 impl ToolResult {
+    /// Whether the call failed because its handler or a pipeline stage panicked: a defect, not
+    /// the tool's verdict on its job (the envelope is still an `execution` error; an MCP task
+    /// reads `failed`, as the tasks extension has it for a request that produced no result).
+    pub fn panicked(&self) -> bool {
+        match &self.outcome {
+            Outcome::Error {
+                kind: ErrorKind::Execution,
+                message,
+            } => message.contains(HANDLER_PANICKED) || message.contains(STAGE_PANICKED),
+            _ => false,
+        }
+    }
+
     /// The data, if the call succeeded.
     pub fn data(&self) -> Option<&Value> {
         match &self.outcome {

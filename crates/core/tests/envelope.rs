@@ -716,3 +716,35 @@ proptest! {
         }
     }
 }
+
+/// A panicking handler's envelope is an `execution` error that says it panicked (an MCP task
+/// reads it `failed`); the tool's own execution error, whatever it says, is not a panic.
+#[tokio::test]
+async fn a_panicking_handler_is_told_apart_from_a_tool_error() {
+    let registry = Arc::new(Registry::new());
+    registry
+        .register(Arc::new(
+            ToolBuilder::new("boom", "Panics; for tests.").handler(|_, _| async {
+                if std::hint::black_box(true) {
+                    panic!("boom");
+                }
+                Ok(Value::Null)
+            }),
+        ))
+        .unwrap();
+    registry
+        .register(Arc::new(
+            ToolBuilder::new("fails", "Fails; for tests.").handler(|_, _| async {
+                Err(ToolError::execution("it panicked: no, it only failed"))
+            }),
+        ))
+        .unwrap();
+    let pipeline = PipelineBuilder::new(registry).build();
+    let boom = pipeline.call(CallRequest::new("boom", json!({}))).await;
+    assert_eq!(boom.error_kind(), Some(ErrorKind::Execution));
+    assert!(boom.panicked(), "{boom:?}");
+    let fails = pipeline.call(CallRequest::new("fails", json!({}))).await;
+    assert_eq!(fails.error_kind(), Some(ErrorKind::Execution));
+    assert!(!fails.panicked(), "{fails:?}");
+    assert!(!result(Outcome::Data(json!(1))).panicked());
+}

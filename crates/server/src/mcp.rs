@@ -519,7 +519,7 @@ impl McpHandler {
                 can,
                 answers: Map::new(),
             };
-            let task = crate::mcp_task_runs::start(&self.gw, &caller, call, asking)?;
+            let task = crate::mcp_task_runs::start(&self.gw, &caller, call, asking).await?;
             return Ok(CallToolResponse::Task(task));
         }
         let (can_elicit, can_sample, can_list_roots) =
@@ -581,7 +581,7 @@ impl McpHandler {
                     call = call.origin(origin);
                 }
                 let asking = crate::mcp_task_runs::Asking { can, answers };
-                let task = crate::mcp_task_runs::start(&self.gw, &caller, call, asking)?;
+                let task = crate::mcp_task_runs::start(&self.gw, &caller, call, asking).await?;
                 return Ok(CallToolResponse::Task(task));
             }
             let round = crate::mcp_input::Round::new(can, carried, input_responses)

@@ -146,9 +146,15 @@ pub(crate) struct Asking {
     pub(crate) answers: Map<String, Value>,
 }
 
-/// Starts `call` in the background as `caller` and answers with its task (`working`); its
-/// questions to the client go through the task (see the module's docs).
-pub(crate) fn start(
+/// How long the answer to a task-augmented call waits for the call's start entry (a store
+/// commit, normally milliseconds) before it goes anyway.
+const START_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Starts `call` in the background as `caller` and answers with its task (`working`) once the
+/// call's start entry is committed (or the call ended before it, refused), so that `tasks/get`
+/// sent right away to another instance finds it; its questions to the client go through the
+/// task (see the module's docs).
+pub(crate) async fn start(
     gw: &Arc<Gateway>,
     caller: &Arc<Caller>,
     mut call: CallRequest,
@@ -158,7 +164,8 @@ pub(crate) fn start(
     let id = CallId::new();
     // Its start is committed before it runs, whatever the tool's effect: another instance
     // answers tasks/get and tasks/cancel for it from that entry.
-    call = call.call_id(id).record_start();
+    let ready = Arc::new(tokio::sync::Notify::new());
+    call = call.call_id(id).record_start(Arc::clone(&ready));
     let run = Arc::new(Run::new(
         caller.principal.id.as_str().to_owned(),
         call.tool.clone(),
@@ -193,10 +200,11 @@ pub(crate) fn start(
         runs.insert(id, Arc::clone(&run));
     }
     let task = task_of(&run, id, None)?;
-    let (gw, caller) = (Arc::clone(gw), Arc::clone(caller));
+    let (gw, caller, ended) = (Arc::clone(gw), Arc::clone(caller), Arc::clone(&ready));
     tokio::spawn(async move {
         let result = gw.call(&caller, call, Some(run.cancel.clone())).await;
         *run.done.lock().unwrap_or_else(|p| p.into_inner()) = Some((result, Utc::now()));
+        ended.notify_one();
         if run.waiting().stored
             && let Err(e) = gw
                 .store()
@@ -206,6 +214,12 @@ pub(crate) fn start(
             tracing::warn!(task = %id, error = %toolgate_core::ErrorChain(&e), "could not remove a finished task's questions from the store; they go within a day");
         }
     });
+    if tokio::time::timeout(START_WAIT, ready.notified())
+        .await
+        .is_err()
+    {
+        tracing::warn!(task = %id, "a task's call has not reached its start entry after 5 s; answering with its task anyway (another instance may not find it until it does)");
+    }
     Ok(CreateTaskResult::new(task.task))
 }
 
@@ -462,7 +476,9 @@ fn waiting_on(tool: &str, asked: InputRequests) -> (TaskPayload, String) {
 /// The task of a run: `working` until it finished (`input_required` while the call waits on
 /// questions to its client), then `completed` with the call's result as a direct call gives it
 /// (tool errors included, as `isError`), `cancelled`, or `failed` when an answer the client sent
-/// was not the kind of result its question asked for.
+/// was not the kind of result its question asked for (−32602) or the tool's handler panicked
+/// (−32603: the tasks extension's `failed` is for a request that produced no result; a direct
+/// call answers the same envelope as an `isError` result).
 fn task_of(
     run: &Run,
     id: CallId,
@@ -515,6 +531,10 @@ fn task_of(
             error.insert("code".into(), json!(-32602));
             error.insert("message".into(), json!(message));
             (TaskPayload::Failed { error }, message)
+        }
+        Some((result, _)) if result.panicked() => {
+            let message = result.error().unwrap_or_default().to_owned();
+            (crate::mcp_tasks::failed(&message), message)
         }
         Some((result, _)) => (
             TaskPayload::Completed {
@@ -787,12 +807,9 @@ mod tests {
         let call = toolgate_core::CallId::parse(id).unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
-            // Another instance finds the task once its start entry is committed.
-            let read = super::get(gw, caller, id, call).await;
-            if let Ok(read) = &read
-                && read.task.status() == want
-            {
-                return read.clone();
+            let read = super::get(gw, caller, id, call).await.unwrap();
+            if read.task.status() == want {
+                return read;
             }
             assert!(tokio::time::Instant::now() < deadline, "{read:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -820,7 +837,9 @@ mod tests {
             },
             ..Default::default()
         };
-        let task = super::start(&one, &caller, CallRequest::new("ask", json!({})), asking).unwrap();
+        let task = super::start(&one, &caller, CallRequest::new("ask", json!({})), asking)
+            .await
+            .unwrap();
         let id = task.task.task_id.clone();
         let call = toolgate_core::CallId::parse(&id).unwrap();
         // The other instance reads the question it waits on, from the store.
@@ -900,9 +919,13 @@ mod tests {
             CallRequest::new("long", json!({})),
             super::Asking::default(),
         )
+        .await
         .unwrap();
         let id = task.task.task_id.clone();
         let call = toolgate_core::CallId::parse(&id).unwrap();
+        // Answered once its start entry is committed: the other instance finds it at once.
+        let elsewhere = super::get(&two, &caller, &id, call).await.unwrap();
+        assert_eq!(elsewhere.task.status(), rmcp::model::TaskStatus::Working);
         tokio::time::timeout(Duration::from_secs(10), started.notified())
             .await
             .expect("the call starts");

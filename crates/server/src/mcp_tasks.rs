@@ -327,7 +327,10 @@ fn detailed(a: &Approval) -> Result<DetailedTask, McpError> {
                     None,
                 )
             })?;
-            if envelope.error_kind() == Some(ErrorKind::Cancelled) {
+            if envelope.panicked() {
+                let message = envelope.error().unwrap_or_default().to_owned();
+                (failed(&message), message)
+            } else if envelope.error_kind() == Some(ErrorKind::Cancelled) {
                 let who = match &envelope.outcome {
                     toolgate_core::Outcome::Error { message, .. } => message.clone(),
                     toolgate_core::Outcome::Data(_) => String::new(),
@@ -398,8 +401,9 @@ fn withdrawn(a: &Approval) -> bool {
     a.decision_reason.as_deref() == Some(WITHDRAWN) && a.decided_by.as_deref() == Some(&a.principal)
 }
 
-/// A `failed` payload: the JSON-RPC error object of a call that could not run.
-fn failed(message: &str) -> TaskPayload {
+/// A `failed` payload: the JSON-RPC error object of a call that could not run, or whose handler
+/// panicked (−32603, internal error).
+pub(crate) fn failed(message: &str) -> TaskPayload {
     let mut error = Map::new();
     error.insert("code".into(), json!(-32603));
     error.insert("message".into(), json!(message));

@@ -646,6 +646,64 @@ async fn a_long_call_runs_as_a_task_and_completes_with_the_direct_result() {
     h.cleanup().await;
 }
 
+/// A task whose handler panics ends `failed` (−32603, the envelope's message), here and when
+/// rebuilt from the audit log after a restart; a direct call answers the same envelope as an
+/// `isError` result, and a tool's own error completes its task with `isError`.
+#[tokio::test]
+async fn a_panicking_handler_fails_its_task_and_a_tool_error_completes_it() {
+    let h = Harness::with_options(options()).await;
+    let tool = |name: &str, panics: bool| {
+        std::sync::Arc::new(
+            toolgate_core::ToolBuilder::new(name, "Fails; for tests.")
+                .tasks(toolgate_core::TaskSupport::Optional)
+                .handler(move |_, _| async move {
+                    if std::hint::black_box(panics) {
+                        panic!("a defect");
+                    }
+                    Err(toolgate_core::ToolError::execution("it failed"))
+                }),
+        ) as std::sync::Arc<dyn toolgate_core::Tool>
+    };
+    h.gw.registry()
+        .register_all(vec![tool("boom", true), tool("fails", false)], false)
+        .unwrap();
+    let router = h.gw.router();
+    let created =
+        mcp(&router, ALICE, "tools/call", json!({"name": "boom"})).await["result"].clone();
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    let failed = until(&router, &task, "failed").await;
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("the handler panicked: a defect"),
+        "{failed}"
+    );
+    assert!(failed.get("result").is_none(), "{failed}");
+    let direct =
+        mcp_without_tasks(&router, "tools/call", json!({"name": "boom"})).await["result"].clone();
+    assert_eq!(direct["isError"], true, "{direct}");
+    assert!(
+        direct["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("the handler panicked: a defect"),
+        "{direct}"
+    );
+    let created =
+        mcp(&router, ALICE, "tools/call", json!({"name": "fails"})).await["result"].clone();
+    let other = created["taskId"].as_str().unwrap().to_owned();
+    let done = until(&router, &other, "completed").await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+
+    h.gw.drain().await;
+    let restarted = h.another_gateway(options()).await;
+    let read = get(&restarted.router(), ALICE, &task).await["result"].clone();
+    assert_eq!(read["status"], "failed", "{read}");
+    assert_eq!(read["error"]["message"], message.as_str(), "{read}");
+    restarted.store().close().await;
+    h.cleanup().await;
+}
+
 #[tokio::test]
 async fn cancel_stops_a_running_task_and_the_tool_sees_it() {
     let h = Harness::with_options(options()).await;

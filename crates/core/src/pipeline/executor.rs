@@ -88,8 +88,6 @@ impl Executor for InProcessExecutor {
 fn panicked(name: &crate::names::ToolName, panic: &(dyn std::any::Any + Send)) -> ToolError {
     let detail = super::panic_message(panic);
     tracing::error!(tool = %name, panic = %detail, "tool handler panicked");
-    ToolError::execution(format!(
-        "Tool {name} failed unexpectedly (the handler panicked: {detail})"
-    ))
-    .permanent()
+    let marker = crate::envelope::HANDLER_PANICKED;
+    ToolError::execution(format!("Tool {name} failed unexpectedly {marker}{detail})")).permanent()
 }

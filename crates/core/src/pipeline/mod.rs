@@ -326,8 +326,9 @@ impl Pipeline {
         let stage_panic = |panic: Box<dyn std::any::Any + Send>| -> ToolOutput {
             let detail = panic_message(panic.as_ref());
             tracing::error!(panic = %detail, "a pipeline stage panicked");
+            let marker = crate::envelope::STAGE_PANICKED;
             Err(ToolError::execution(format!(
-                "The call failed inside toolgate (a pipeline stage panicked: {detail}); please report this"
+                "The call failed inside toolgate {marker}{detail}); please report this"
             ))
             .permanent())
         };

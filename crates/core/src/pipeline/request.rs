@@ -46,8 +46,9 @@ pub struct CallRequest {
     pub run: Option<crate::RunId>,
     /// Commit a `started` audit entry before the call runs whatever the tool's effect (a call
     /// that changes things always gets one): set for a background task, so that another instance
-    /// on the same database finds it while it runs.
-    pub record_start: bool,
+    /// on the same database finds it while it runs. The audit stage notifies it once the entry
+    /// is committed (`notify_one`: the permit waits for a later `notified`).
+    pub record_start: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl CallRequest {
@@ -74,15 +75,16 @@ impl CallRequest {
             origin: None,
             cancelled_by: crate::CancelNote::default(),
             run: None,
-            record_start: false,
+            record_start: None,
         }
     }
 
-    /// Commits a `started` audit entry before the call runs, even for a read-only tool (see
+    /// Commits a `started` audit entry before the call runs, even for a read-only tool, and
+    /// notifies `committed` once it is (see
     /// [`CallRequest::record_start`](Self#structfield.record_start)).
     #[must_use]
-    pub fn record_start(mut self) -> Self {
-        self.record_start = true;
+    pub fn record_start(mut self, committed: Arc<tokio::sync::Notify>) -> Self {
+        self.record_start = Some(committed);
         self
     }
 

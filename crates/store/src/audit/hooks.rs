@@ -52,7 +52,7 @@ impl Stage for AuditStage {
     fn run<'a>(&'a self, call: &'a mut Call, next: Next<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             if let Some(spec) = call.spec()
-                && (call.request.record_start
+                && (call.request.record_start.is_some()
                     || matches!(
                         spec.effect(),
                         Effect::Write | Effect::Delete | Effect::SideEffect
@@ -68,7 +68,7 @@ impl Stage for AuditStage {
                 };
                 if let Err(e) = self.store.audit_started(&entry).await {
                     tracing::error!(error = %ErrorChain(&e), tool = %entry.tool, call_id = %entry.call_id, "cannot write the audit log; call refused");
-                    let why = if call.request.record_start {
+                    let why = if call.request.record_start.is_some() {
                         "runs as a task"
                     } else {
                         "changes things"
@@ -79,6 +79,9 @@ impl Stage for AuditStage {
                         ErrorChain(&e)
                     ))
                     .permanent());
+                }
+                if let Some(committed) = &call.request.record_start {
+                    committed.notify_one();
                 }
             }
             let output = next.run(call).await?;
