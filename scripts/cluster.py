@@ -2,14 +2,16 @@
 """Several `toolgate serve` instances on one PostgreSQL database behind HAProxy.
 
 The check (default): three instances on a fresh database, HAProxy on 127.0.0.1 in front of them
-(round robin, not sticky: every request may land on any instance), driven over REST:
+(round robin, not sticky: every request may land on any instance), driven over REST and by
+MCP clients (stateless 2026-07-28 requests):
 
 - rate limit: a principal limited to N calls per second (burst N) calls as fast as it can for a
   few seconds through HAProxy; it gets about N per second across the cluster (at most the burst
   plus N per second, with 15% slack), not 3N;
-- definitions: a definition added on instance 1 is readable on instances 2 and 3, and a
+- definitions: a definition added on instance 1 is readable on instances 2 and 3, a
   `definition` event for it reaches a `/v1/events` stream opened on instance 3 (PostgreSQL
-  LISTEN/NOTIFY between the instances);
+  LISTEN/NOTIFY between the instances), and MCP `subscriptions/listen` streams on 2 and 3 get
+  `notifications/tools/list_changed`, after which their MCP `tools/list` lists it;
 - legacy MCP sessions (2025-06-18, in one instance's memory): a session opened through a second
   HAProxy frontend that is sticky on the `Mcp-Session-Id` response header answers every
   `tools/list`; through plain round robin only the requests that land on its instance do
@@ -22,7 +24,8 @@ The check (default): three instances on a fresh database, HAProxy on 127.0.0.1 i
   the running instance follows) and read `cancelled` elsewhere;
 - requestState (2026-07-28 input-required rounds): the first round on 1, the client's answer
   with its `requestState` on 2 runs the call; the same answer replayed on 3 is refused;
-- kill -9 under load: writing calls and approvals (created, then approved, through HAProxy) run
+- kill -9 under load: writing calls (REST, and stateless MCP `tools/call` through the round-robin
+  frontend) and approvals (created, then approved, through HAProxy) run
   while one instance is SIGKILLed; afterwards (the killed instance restarted once the load has
   stopped, so its startup recovery settles what it was running) every approval id handed out
   still exists, every acknowledged approval ended `executed` (or `indeterminate` when it was
@@ -348,6 +351,41 @@ def check_definitions(c: Cluster) -> str:
 
     listener = threading.Thread(target=listen, daemon=True)
     listener.start()
+    # And an MCP 2026-07-28 `subscriptions/listen` stream on instances 2 and 3: each must be told
+    # `notifications/tools/list_changed`.
+    acknowledged = {i: threading.Event() for i in (2, 3)}
+    changed = {i: threading.Event() for i in (2, 3)}
+
+    def listen_mcp(i: int):
+        params = {"notifications": {"toolsListChanged": True}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}
+        conn = http.client.HTTPConnection("127.0.0.1", c.ports[i], timeout=15)
+        conn.request("POST", "/mcp", body=json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params}).encode(),
+            headers={"Authorization": f"Bearer {TOKENS['loader']}",
+                     "Content-Type": "application/json",
+                     "Accept": "application/json, text/event-stream",
+                     "MCP-Protocol-Version": "2026-07-28",
+                     "Mcp-Method": "subscriptions/listen"})
+        resp = conn.getresponse()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            line = resp.fp.readline()
+            if not line:
+                break
+            if b"notifications/subscriptions/acknowledged" in line:
+                acknowledged[i].set()
+            if b"notifications/tools/list_changed" in line and acknowledged[i].is_set():
+                changed[i].set()
+                break
+        conn.close()
+
+    for i in (2, 3):
+        threading.Thread(target=listen_mcp, args=(i,), daemon=True).start()
+    for i in (2, 3):
+        if not acknowledged[i].wait(10):
+            raise Failed(f"instance {i} did not acknowledge an MCP subscriptions/listen stream")
     time.sleep(0.5)
     status, body = request(c.ports[1], "POST", "/v1/tools", definition(name, c.effect_port, False))
     if status != 201:
@@ -365,8 +403,16 @@ def check_definitions(c: Cluster) -> str:
             time.sleep(0.02)
     if not seen.wait(10):
         raise Failed("no definition event for the new tool on instance 3's /v1/events")
+    for i in (2, 3):
+        if not changed[i].wait(10):
+            raise Failed(f"instance {i}'s MCP listen stream got no tools/list_changed for {name}")
+        listed = mcp_stateless(c.ports[i], "tools/list", {})
+        names = [t.get("name") for t in listed.get("result", {}).get("tools", [])]
+        if name not in names:
+            raise Failed(f"MCP tools/list on instance {i} does not list {name}: {listed}")
     return (f"definitions: added on instance 1, readable on 2 after {waits[2] * 1000:.0f} ms and "
-            f"on 3 after {waits[3] * 1000:.0f} ms; instance 3's event stream announced it")
+            f"on 3 after {waits[3] * 1000:.0f} ms; instance 3's event stream announced it, and "
+            "MCP listeners on 2 and 3 got tools/list_changed and list it")
 
 
 def mcp_session(port: int, lists: int) -> int:
@@ -586,6 +632,7 @@ def check_kill(c: Cluster, binary: Path, effects: Effects, seconds: float = 6.0)
             raise Failed(f"adding {name} answered {status}: {body}")
     time.sleep(1.5)  # every instance has them (the sync catches up within a second)
     answered: list[str] = []  # call ids of writing calls that returned a result
+    answered_mcp: list[str] = []  # those of them made over MCP
     approvals: dict[str, str] = {}  # approval id -> token
     acked: set[str] = set()  # approvals whose approve returned 200
     errors: list[str] = []
@@ -604,6 +651,27 @@ def check_kill(c: Cluster, binary: Path, effects: Effects, seconds: float = 6.0)
             if status == 200 and isinstance(body, dict) and "data" in body:
                 with lock:
                     answered.append(body["callId"])
+
+    def mcp_writer(w: int):
+        # A stateless MCP 2026-07-28 client through the round-robin frontend (no session, no
+        # stickiness): any instance answers each call.
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                got = mcp_stateless(c.lb_port, "tools/call", {
+                    "name": "cluster_write", "arguments": {"token": f"m{w}-{n}"}}, tasks=False)
+            except (Failed, OSError, http.client.HTTPException):
+                continue
+            result = got.get("result") or {}
+            call_id = (result.get("_meta") or {}).get("dev.toolgate/result", {}).get("callId")
+            if result.get("isError") is False and call_id:
+                with lock:
+                    answered.append(call_id)
+                    answered_mcp.append(call_id)
+            elif "error" in got or result.get("isError"):
+                with lock:
+                    errors.append(f"MCP call m{w}-{n}: {json.dumps(got)[:300]}")
 
     def approver(w: int):
         n = 0
@@ -645,6 +713,7 @@ def check_kill(c: Cluster, binary: Path, effects: Effects, seconds: float = 6.0)
                 time.sleep(0.02)
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    threads += [threading.Thread(target=mcp_writer, args=(w,)) for w in range(2)]
     threads += [threading.Thread(target=approver, args=(w,)) for w in range(3)]
     for t in threads:
         t.start()
@@ -682,6 +751,8 @@ def check_kill(c: Cluster, binary: Path, effects: Effects, seconds: float = 6.0)
             missing += 1
     if missing:
         problems.append(f"{missing} answered calls have no audit record")
+    if not answered_mcp:
+        problems.append("no MCP call through HAProxy was answered")
     verify = subprocess.run(
         [str(binary), "--config", str(c.config(1)), "--db", c.db_url, "audit", "verify"],
         capture_output=True, text=True, env={k: v for k, v in os.environ.items()
@@ -689,7 +760,8 @@ def check_kill(c: Cluster, binary: Path, effects: Effects, seconds: float = 6.0)
     if verify.returncode != 0:
         problems.append(f"toolgate audit verify failed ({verify.returncode}): "
                         f"{verify.stdout.strip()} {verify.stderr.strip()}")
-    line = (f"kill -9 of instance 2 under load: {len(answered)} writing calls answered (all "
+    line = (f"kill -9 of instance 2 under load: {len(answered)} writing calls answered "
+            f"({len(answered_mcp)} of them by stateless MCP clients through HAProxy; all "
             f"audited: {missing == 0}), {len(approvals)} approvals created, {len(acked)} "
             f"approved, statuses {statuses}; audit verify: "
             f"{'ok' if verify.returncode == 0 else 'FAILED'}")
