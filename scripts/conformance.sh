@@ -142,7 +142,7 @@ if [ "$revision" = 2026-07-28 ]; then
   tasks_suite=(npx -y -p node@22 -p @modelcontextprotocol/conformance@0.2.0-alpha.12 -- conformance)
   mapfile -t task_scenarios < <("${tasks_suite[@]}" list </dev/null 2>/dev/null \
     | sed -n 's/^ *- \(tasks-[a-z0-9-]*\) \[extension\]$/\1/p')
-  if [ "${#task_scenarios[@]}" -lt 9 ]; then
+  if [ "${#task_scenarios[@]}" -lt 10 ]; then
     echo "the suite listed ${#task_scenarios[@]} tasks-* scenarios, expected 10 (conformance list changed?)" >&2
     status=1
   fi

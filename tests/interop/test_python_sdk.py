@@ -795,6 +795,44 @@ def test_client_pinned_to_2025_03_26(server: Server, monkeypatch: pytest.MonkeyP
     run(body)
 
 
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_each_handshake_revision_gets_its_own(
+    server: Server, monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """Pinned to 2025-06-18 or 2025-11-25, the SDK gets that revision back (not the newest
+    toolgate speaks), lists and calls in it, and gets structured content, which both define."""
+    import mcp.client.session as client_session
+
+    monkeypatch.setattr(client_session, "LATEST_HANDSHAKE_VERSION", version)
+
+    async def body() -> None:
+        wire = Wire()
+        async with session_for(server, wire=wire) as (session, init):
+            assert init.protocol_version == version, init
+            assert session.protocol_version == version
+            tools = await list_all_tools(session)
+            good = await session.call_tool("calculator", {"expression": "6 * 7"})
+        sent = [m for _, m in wire.sent("initialize")]
+        assert sent and sent[0]["params"]["protocolVersion"] == version, wire.dump()
+        assert "calculator" in [t.name for t in tools]
+        assert good.is_error is False, texts(good)
+        assert good.structured_content == {"result": 42}, good
+
+    run(body)
+
+
+def test_the_sdks_own_handshake_revision_is_answered_in_kind(server: Server) -> None:
+    """Unpinned, the SDK offers its newest handshake revision and gets that one back."""
+    import mcp.client.session as client_session
+
+    async def body() -> None:
+        async with session_for(server) as (session, init):
+            assert init.protocol_version == client_session.LATEST_HANDSHAKE_VERSION, init
+            assert init.protocol_version in ("2025-06-18", "2025-11-25"), init
+
+    run(body)
+
+
 # ---------------------------------------------------------------------------------------------
 # 11. closing an HTTP session
 
