@@ -329,6 +329,16 @@ def check_rate_limit(c: Cluster, seconds: float = 4.0) -> str:
     return line
 
 
+def stream_lines(resp, seconds: float):
+    """The lines of an event stream as they come, for at most `seconds` (or until it ends)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        line = resp.fp.readline()
+        if not line:
+            return
+        yield line
+
+
 def check_definitions(c: Cluster) -> str:
     name = "cluster_defined"
     # A /v1/events stream on instance 3 before the definition is added on instance 1.
@@ -338,12 +348,7 @@ def check_definitions(c: Cluster) -> str:
         conn = http.client.HTTPConnection("127.0.0.1", c.ports[3], timeout=15)
         conn.request("GET", "/v1/events", headers={"Authorization": f"Bearer {TOKENS['admin']}",
                                                    "Accept": "text/event-stream"})
-        resp = conn.getresponse()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            line = resp.fp.readline()
-            if not line:
-                break
+        for line in stream_lines(conn.getresponse(), 15):
             if name.encode() in line:
                 seen.set()
                 break
@@ -368,12 +373,7 @@ def check_definitions(c: Cluster) -> str:
                      "Accept": "application/json, text/event-stream",
                      "MCP-Protocol-Version": "2026-07-28",
                      "Mcp-Method": "subscriptions/listen"})
-        resp = conn.getresponse()
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            line = resp.fp.readline()
-            if not line:
-                break
+        for line in stream_lines(conn.getresponse(), 15):
             if b"notifications/subscriptions/acknowledged" in line:
                 acknowledged[i].set()
             if b"notifications/tools/list_changed" in line and acknowledged[i].is_set():

@@ -797,6 +797,31 @@ mod tests {
         Gateway::from_parts(registry, store, GatewayOptions::default()).unwrap()
     }
 
+    /// Two instances on one fresh database (the first notifies `started` when `long` starts, and
+    /// follows the store's requests until the token is cancelled), and the local caller.
+    async fn two_instances(
+        effect: toolgate_core::Effect,
+        started: Arc<tokio::sync::Notify>,
+    ) -> (
+        tempfile::TempDir,
+        Arc<Gateway>,
+        Arc<Gateway>,
+        toolgate_core::CancellationToken,
+        Arc<Caller>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let one = instance(&path, started, effect).await;
+        let two = instance(&path, Arc::new(tokio::sync::Notify::new()), effect).await;
+        let shutdown = toolgate_core::CancellationToken::new();
+        tokio::spawn(crate::mcp_tasks::follow_requests(
+            Arc::clone(&one),
+            shutdown.clone(),
+        ));
+        let caller = Arc::new(Caller::new(Principal::local(), one.plan().clone()));
+        (dir, one, two, shutdown, caller)
+    }
+
     /// Reads task `id` on `gw` until its status is `want`.
     async fn until(
         gw: &Gateway,
@@ -819,17 +844,11 @@ mod tests {
     #[tokio::test]
     async fn a_question_is_read_and_answered_on_another_instance() {
         use rmcp::model::{TaskPayload, TaskStatus};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let effect = toolgate_core::Effect::Read;
-        let one = instance(&path, Arc::new(tokio::sync::Notify::new()), effect).await;
-        let two = instance(&path, Arc::new(tokio::sync::Notify::new()), effect).await;
-        let shutdown = toolgate_core::CancellationToken::new();
-        tokio::spawn(crate::mcp_tasks::follow_requests(
-            Arc::clone(&one),
-            shutdown.clone(),
-        ));
-        let caller = Arc::new(Caller::new(Principal::local(), one.plan().clone()));
+        let (_dir, one, two, shutdown, caller) = two_instances(
+            toolgate_core::Effect::Read,
+            Arc::new(tokio::sync::Notify::new()),
+        )
+        .await;
         let asking = super::Asking {
             can: crate::mcp_input::Can {
                 elicit: true,
@@ -902,17 +921,8 @@ mod tests {
     }
 
     async fn cancel_across_instances(effect: toolgate_core::Effect) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
         let started = Arc::new(tokio::sync::Notify::new());
-        let one = instance(&path, Arc::clone(&started), effect).await;
-        let two = instance(&path, Arc::new(tokio::sync::Notify::new()), effect).await;
-        let shutdown = toolgate_core::CancellationToken::new();
-        tokio::spawn(crate::mcp_tasks::follow_requests(
-            Arc::clone(&one),
-            shutdown.clone(),
-        ));
-        let caller = Arc::new(Caller::new(Principal::local(), one.plan().clone()));
+        let (_dir, one, two, shutdown, caller) = two_instances(effect, Arc::clone(&started)).await;
         let task = super::start(
             &one,
             &caller,
