@@ -617,9 +617,11 @@ impl TaskInput {
             .ask_task_question(&self.id.to_string(), key, &run.principal, &text)
             .await
             .map_err(|e| {
+                // Not retried: the attempt would run the tool again up to this question.
                 ToolError::unavailable(format!(
                     "the question {key} could not be recorded in the store, where every instance reads it: {e}"
                 ))
+                .permanent()
             })?;
         let (to, answer) = oneshot::channel();
         {
