@@ -86,6 +86,19 @@ struct Waiting {
     stored: bool,
 }
 
+impl Waiting {
+    /// Hands `answer` to the question waiting under `key`; whether one waited.
+    fn answer(&mut self, key: &str, answer: Value) -> bool {
+        let Some((_, to)) = self.questions.remove(key) else {
+            return false;
+        };
+        // The tool stopped waiting (cancelled) if this fails: nothing to answer.
+        let _ = to.send(answer);
+        self.changed = Some(Utc::now());
+        true
+    }
+}
+
 impl Run {
     fn new(principal: String, tool: String, created: DateTime<Utc>) -> Self {
         Self {
@@ -287,16 +300,15 @@ pub(crate) async fn get(
             );
             // The questions it waits on, if it runs on another instance (see the module's docs).
             let asked = stored_questions(gw, id, &start.principal).await?;
+            let mut detailed = task_of(&run, id, None)?;
             if !asked.is_empty() {
                 let (payload, message) = waiting_on(&run.tool, asked);
-                let mut detailed = task_of(&run, id, None)?;
                 detailed.task.status_message = Some(message);
                 return Ok(GetTaskResult::new(DetailedTask::new(
                     detailed.task,
                     payload,
                 )));
             }
-            let mut detailed = task_of(&run, id, None)?;
             detailed.task.status_message = Some(format!(
                 "The call to {} started (call {id}) and has no result yet: it runs on another toolgate instance, or was cut by a restart (then check its effect by hand)",
                 start.tool
@@ -381,10 +393,7 @@ pub(crate) async fn deliver_answers(gw: &Gateway) {
                     continue;
                 }
             };
-            if let Some((_, to)) = waiting.questions.remove(&key) {
-                // The tool stopped waiting (cancelled) if this fails: nothing to answer.
-                let _ = to.send(answer);
-                waiting.changed = Some(Utc::now());
+            if waiting.answer(&key, answer) {
                 tracing::info!(task = %id, key, "answered through another instance's tasks/update");
             }
         }
@@ -411,10 +420,7 @@ pub(crate) async fn update(
         {
             let mut waiting = run.waiting();
             for (key, answer) in responses {
-                if let Some((_, to)) = waiting.questions.remove(&key) {
-                    // The tool stopped waiting (cancelled) if this fails: nothing to answer.
-                    let _ = to.send(answer);
-                    waiting.changed = Some(Utc::now());
+                if waiting.answer(&key, answer) {
                     answered.push(key);
                 }
             }
