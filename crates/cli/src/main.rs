@@ -60,15 +60,12 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     init_logging();
+    // One worker per CPU this process may run on (tokio's default: it respects taskset and
+    // cgroup limits, and TOKIO_WORKER_THREADS). Not more: on one CPU a second worker made every
+    // figure worse (measured 2026-11-27, 16 MCP sessions, `toolgate serve` pinned to one CPU:
+    // 20.1–21.1k req/s, p99 3.7 ms and peak RSS 44–45 MiB with one worker against 18.8–20.7k,
+    // 4.2–4.5 ms and 51–52 MiB with two), where it once measured +15% req/s.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        // One worker per CPU this process may run on (respects taskset/cgroup limits), and at
-        // least two: the audit writer and the calls then interleave (measured: +15% req/s on
-        // one CPU with two workers rather than one).
-        .worker_threads(
-            std::thread::available_parallelism()
-                .map_or(2, usize::from)
-                .max(2),
-        )
         .enable_all()
         .build()
     {
