@@ -160,7 +160,10 @@ impl Store {
 /// Most entries one audit transaction writes.
 const MAX_BATCH: usize = 512;
 /// Rows per INSERT statement (22 bound values each, far below SQLite's and PostgreSQL's limits).
-const INSERT_ROWS: usize = 128;
+/// Not more: SQLite runs a statement on its own thread, which on a busy CPU takes turns with
+/// the calls; 32 rows keep each turn short (p99 1.4–1.7 ms against 1.6–1.7 ms with 128, same
+/// throughput, measured as for [`LINGER`]).
+const INSERT_ROWS: usize = 32;
 /// Entries that may wait for the writer before queueing callers wait too.
 const QUEUE_CAPACITY: usize = 8192;
 /// How long a batch of queued entries (nobody waits for their commit) waits for more before it
@@ -311,7 +314,7 @@ impl AuditWriter {
     }
 }
 
-/// Sizes `len` entries are inserted in: chunks of [`INSERT_ROWS`], then powers of two (64, 32,
+/// Sizes `len` entries are inserted in: chunks of [`INSERT_ROWS`], then powers of two (16, 8,
 /// …, 1) for the rest.
 fn insert_chunk_sizes(len: usize) -> impl Iterator<Item = usize> {
     let mut rest = len;
