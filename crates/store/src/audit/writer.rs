@@ -418,10 +418,11 @@ fn build_insert_sql(rows: usize, placeholders: Placeholders) -> String {
     sql
 }
 
-/// Lets a batch of queued entries grow for up to [`LINGER`], until it is full or holds a job
-/// someone waits for.
+/// Lets a batch of queued entries grow for up to [`LINGER`], unless it is full already (the
+/// queue has a backlog: no wait, so the writer keeps up with any rate) or holds a job someone
+/// waits for.
 async fn linger(jobs: &mut Jobs, batch: &mut Vec<Job>) {
-    if batch.iter().any(|j| j.done.is_some()) {
+    if batch.len() >= MAX_BATCH || batch.iter().any(|j| j.done.is_some()) {
         return;
     }
     // Waits without polling the queue: each entry queued meanwhile would otherwise wake the
@@ -473,5 +474,72 @@ mod tests {
                 assert!(!sql.contains(&format!("${}", size * width + 1)), "{size}");
             }
         }
+    }
+
+    /// A job nobody waits for (what a read-only call queues).
+    fn queued() -> Job {
+        Job {
+            entry: None,
+            done: None,
+        }
+    }
+
+    /// The writer's first batch: what `spawn`'s loop has received before it lingers.
+    async fn first_batch(writer: &AuditWriter, jobs: &mut Jobs, n: usize) -> Vec<Job> {
+        for _ in 0..n {
+            writer.send(queued()).await.unwrap();
+        }
+        let mut batch = Vec::new();
+        jobs.receiver.recv_many(&mut batch, MAX_BATCH).await;
+        assert_eq!(batch.len(), n);
+        batch
+    }
+
+    // The clock is paused and advances only when every task waits, so the elapsed time says
+    // whether the linger ran out (LINGER) or was ended (zero), whatever the machine's load.
+
+    #[tokio::test(start_paused = true)]
+    async fn entries_queued_during_the_linger_join_the_batch_without_ending_it() {
+        let (writer, mut jobs) = AuditWriter::new();
+        let mut batch = first_batch(&writer, &mut jobs, 1).await;
+        let start = tokio::time::Instant::now();
+        tokio::join!(linger(&mut jobs, &mut batch), async {
+            writer.send(queued()).await.unwrap();
+        });
+        assert_eq!(start.elapsed(), LINGER);
+        assert_eq!(batch.len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_someone_waits_for_ends_the_linger_at_once() {
+        let (writer, mut jobs) = AuditWriter::new();
+        let mut batch = first_batch(&writer, &mut jobs, 1).await;
+        let start = tokio::time::Instant::now();
+        let (done, _answer) = oneshot::channel();
+        tokio::join!(linger(&mut jobs, &mut batch), async {
+            writer
+                .send(Job {
+                    entry: None,
+                    done: Some(done),
+                })
+                .await
+                .unwrap();
+        });
+        assert!(start.elapsed() < LINGER, "{:?}", start.elapsed());
+        assert_eq!(batch.len(), 2);
+        assert!(batch[1].done.is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_does_not_linger() {
+        let (writer, mut jobs) = AuditWriter::new();
+        let mut batch = first_batch(&writer, &mut jobs, MAX_BATCH).await;
+        writer.send(queued()).await.unwrap();
+        let start = tokio::time::Instant::now();
+        linger(&mut jobs, &mut batch).await;
+        assert_eq!(start.elapsed(), std::time::Duration::ZERO);
+        // The job behind a full batch waits for the next one.
+        assert_eq!(batch.len(), MAX_BATCH);
+        assert_eq!(jobs.receiver.len(), 1);
     }
 }
