@@ -3,6 +3,8 @@
 //! Reading needs no permission (a tool the reader may not call is left out, as everywhere);
 //! changing needs [`MANAGE_PERMISSION`].
 
+use std::time::Duration;
+
 use serde_json::Value;
 use toolgate_core::{ErrorChain, Principal};
 use toolgate_store::{EventKind, GatewayAudit, StoredEvent};
@@ -42,6 +44,9 @@ fn unknown(name: &str) -> OpError {
         "No server named {name}; list them with `toolgate servers list` (GET /v1/servers)"
     ))
 }
+
+/// How long removing a server waits for a listing of it under way.
+const LISTING_WAIT: Duration = Duration::from_secs(10);
 
 impl Servers {
     /// Every server with its state and tool counts (`GET /v1/servers`, `toolgate servers list`).
@@ -380,6 +385,13 @@ impl Servers {
         if let Some(upstream) = &server.upstream {
             upstream.stop().await;
         }
+        // A listing that started before the server left the map (the removal's own event
+        // starts one on every instance) ends before its pins go: otherwise it could pin them
+        // again. One that starts later finds the server gone. Not forever: a listing stuck on
+        // an unresponsive server does not hold up the removal.
+        let _listing = tokio::time::timeout(LISTING_WAIT, server.listing.lock())
+            .await
+            .ok();
         let mut removed = Vec::new();
         for tool in server.tools.values() {
             let Some(n) = &tool.name else { continue };
