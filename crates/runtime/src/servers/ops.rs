@@ -378,28 +378,9 @@ impl Servers {
     /// its stored entry are removed. Returns the tools no longer served and how many pins went.
     async fn forget(&self, name: &str, by: &str) -> Result<(Vec<String>, u64), OpError> {
         self.inner.store.remove_server(name, by).await?;
-        let Some(server) = self.lock().remove(name) else {
+        let Some(removed) = self.withdraw(name).await else {
             return Err(unknown(name));
         };
-        server.stop.cancel();
-        if let Some(upstream) = &server.upstream {
-            upstream.stop().await;
-        }
-        // A listing that started before the server left the map (the removal's own event
-        // starts one on every instance) ends before its pins go: otherwise it could pin them
-        // again. One that starts later finds the server gone. Not forever: a listing stuck on
-        // an unresponsive server does not hold up the removal.
-        let _listing = tokio::time::timeout(LISTING_WAIT, server.listing.lock())
-            .await
-            .ok();
-        let mut removed = Vec::new();
-        for tool in server.tools.values() {
-            let Some(n) = &tool.name else { continue };
-            if tool.status == ToolStatus::Approved {
-                removed.push(n.to_string());
-            }
-            unserve(&self.inner.registry, n);
-        }
         let pins = match self.inner.store.remove_pins(name).await {
             Ok(pins) => pins,
             Err(e) => {
@@ -408,6 +389,35 @@ impl Servers {
             }
         };
         Ok((removed, pins))
+    }
+
+    /// Takes server `name` out of this instance: out of the map, its process or session
+    /// stopped, its tools out of the registry. Returns the names of the tools it served (its
+    /// approved ones), or `None` when it was not here. Its stored entry and pins are left as
+    /// they are.
+    async fn withdraw(&self, name: &str) -> Option<Vec<String>> {
+        let server = self.lock().remove(name)?;
+        server.stop.cancel();
+        if let Some(upstream) = &server.upstream {
+            upstream.stop().await;
+        }
+        // A listing that started before the server left the map (a `PinApproved` event starts
+        // one on every instance) ends before its tools leave the registry and, on the removing
+        // instance, its pins go: otherwise it could serve or pin them again. One that starts
+        // later finds the server gone. Not forever: a listing stuck on an unresponsive server
+        // does not hold up the removal.
+        let _listing = tokio::time::timeout(LISTING_WAIT, server.listing.lock())
+            .await
+            .ok();
+        let mut served = Vec::new();
+        for tool in server.tools.values() {
+            let Some(n) = &tool.name else { continue };
+            if tool.status == ToolStatus::Approved {
+                served.push(n.to_string());
+            }
+            unserve(&self.inner.registry, n);
+        }
+        Some(served)
     }
 
     /// Restarts a server's connection and lists its tools again.
@@ -468,18 +478,7 @@ impl Servers {
         let known = self.lock().get(name).map(|s| s.source);
         match (kind, known) {
             (EventKind::ServerRemoved, Some(ServerSource::Store)) => {
-                let server = self.lock().remove(name);
-                if let Some(server) = server {
-                    server.stop.cancel();
-                    if let Some(upstream) = &server.upstream {
-                        upstream.stop().await;
-                    }
-                    for tool in server.tools.values() {
-                        if let Some(n) = &tool.name {
-                            unserve(&self.inner.registry, n);
-                        }
-                    }
-                }
+                self.withdraw(name).await;
                 Ok(())
             }
             (
