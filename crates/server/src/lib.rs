@@ -11,6 +11,7 @@ mod auth;
 mod envelope;
 mod error;
 mod mcp;
+mod mcp_first_write;
 mod mcp_input;
 mod mcp_runs;
 mod mcp_session_owner;

@@ -1222,7 +1222,9 @@ pub(crate) fn http_router(gw: Arc<Gateway>) -> axum::Router {
                 |request| async move {
                     admitting
                         .admit(request, |request| async move {
-                            Box::pin(service.handle(request)).await.into_response()
+                            let method = request.method().clone();
+                            let response = Box::pin(service.handle(request)).await.into_response();
+                            crate::mcp_first_write::hold_priming(&method, response).await
                         })
                         .await
                 },
