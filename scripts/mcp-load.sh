@@ -87,6 +87,10 @@ if wants toolgate && [[ -z "${TOOLGATE_SERVE_CMD:-}" ]]; then
   if [[ ! -x "$TARGET_DIR/release/toolgate" ]]; then
     NOTES+=("toolgate: skipped, $TARGET_DIR/release/toolgate not found (set TOOLGATE_SERVE_CMD or build it)")
     ONLY="${ONLY//toolgate/}"
+  elif command -v nm >/dev/null; then
+    # How much of the committed symbol order this build laid out (crates/cli/build.rs); a
+    # stale order shows up as a higher peak RSS, so the table says so.
+    NOTES+=("$( ("$PYTHON" scripts/code_order.py check "$TARGET_DIR/release/toolgate" crates/cli/symbol-order.txt 2>&1 || true) | tr '\n' ' ')")
   fi
 fi
 

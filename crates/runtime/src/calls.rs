@@ -1,19 +1,26 @@
-//! Tracked calls: each call runs in a task of its own so a caller that goes away (a dropped
-//! HTTP request, an MCP cancellation) cannot cut its audit record; cancelling is noted (who
-//! cancelled) before it fires; at shutdown calls get a grace period, then are cancelled, and
-//! [`Runtime::drain`] waits until every call has recorded its outcome.
+//! Tracked calls: a caller that goes away (a dropped HTTP request, an MCP cancellation) cannot
+//! cut a call's audit record (the rest of the call moves into a task of its own); cancelling is
+//! noted (who cancelled) before it fires; at shutdown calls get a grace period, then are
+//! cancelled, and [`Runtime::drain`] waits until every call has recorded its outcome.
 
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use toolgate_core::{CallRequest, CancelNote, CancellationToken, ErrorKind, ToolResult};
 
 use crate::Runtime;
 
 impl Runtime {
-    /// Runs one call through the pipeline in its own task. `external` (an MCP cancellation, a
-    /// dropped HTTP request) cancels it; so does the end of the shutdown grace period; so does
-    /// dropping the returned future. The call's audit records are written whatever happens to
-    /// the caller.
+    /// Runs one call through the pipeline, counted among the calls in flight. `external` (an
+    /// MCP cancellation, a dropped HTTP request) cancels it; so does the end of the shutdown
+    /// grace period; so does dropping the returned future, after which the call finishes (as
+    /// cancelled) in a task of its own. The call's audit records are written whatever happens
+    /// to the caller.
     pub async fn call(
         &self,
         mut request: CallRequest,
@@ -22,7 +29,7 @@ impl Runtime {
         let token = self.cancel_calls.child_token();
         request.cancel = token.clone();
         let pipeline = self.pipeline.clone();
-        // Kept for the result of a call task that fails: it names the call its audit record has.
+        // Kept for the result of a call that panics: it names the call its audit record has.
         let tool = request.tool.clone();
         let call_id = request.call_id;
         // Whoever cancels notes who they are first (the audit log keeps it).
@@ -33,7 +40,7 @@ impl Runtime {
             note: note.clone(),
         };
         let shutdown = self.cancel_calls.clone();
-        let task = self.calls.spawn(async move {
+        let run = async move {
             let call = pipeline.call(request);
             tokio::pin!(call);
             let external = async {
@@ -53,14 +60,24 @@ impl Runtime {
                 result = &mut call => return result,
             }
             call.await
-        });
-        let result = task.await;
-        guard.disarm();
+        };
+        // The call runs in the caller's task while the caller waits for it: no task of its own
+        // to spawn, schedule and wake for each call. It is boxed so that, should the caller go
+        // away first, the rest of it can move into a task of its own (see `Detaching`).
+        let tracked = self
+            .calls
+            .track_future(AssertUnwindSafe(run).catch_unwind());
+        let result = Detaching {
+            call: Some(Box::pin(tracked)),
+            guard: Some(guard),
+        }
+        .await;
         match result {
             Ok(result) => result,
-            Err(e) => {
-                tracing::error!(tool = %tool, call_id = %call_id, error = %e, "a call task failed");
-                task_failed(tool, call_id, &e.to_string())
+            Err(panic) => {
+                let error = panic_message(panic.as_ref());
+                tracing::error!(tool = %tool, call_id = %call_id, error = %error, "a call panicked");
+                call_panicked(tool, call_id, &error)
             }
         }
     }
@@ -90,9 +107,9 @@ impl Runtime {
     }
 }
 
-/// The result of a call whose task failed (a panic inside toolgate): it names the call's tool
-/// and id, as its audit record does.
-fn task_failed(tool: String, call_id: toolgate_core::CallId, error: &str) -> ToolResult {
+/// The result of a call that panicked (a bug inside toolgate): it names the call's tool and id,
+/// as its audit record does.
+fn call_panicked(tool: String, call_id: toolgate_core::CallId, error: &str) -> ToolResult {
     ToolResult::refused(
         tool,
         call_id,
@@ -120,6 +137,62 @@ impl Drop for CancelOnDrop {
         if let Some(token) = self.token.take() {
             self.note.set("client_disconnected");
             token.cancel();
+        }
+    }
+}
+
+/// What a panic said, for the log and the caller.
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    match panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+    {
+        Some(message) => format!("panicked: {message}"),
+        None => "panicked".to_owned(),
+    }
+}
+
+type BoxedCall = Pin<Box<dyn Future<Output = Result<ToolResult, Box<dyn Any + Send>>> + Send>>;
+
+/// A call polled in its caller's task. Dropped before the call is done (the caller went
+/// away), it cancels the call (noting `client_disconnected`) and spawns the rest of it, so the
+/// call still records its outcome; the call stays counted in flight until then.
+struct Detaching {
+    call: Option<BoxedCall>,
+    guard: Option<CancelOnDrop>,
+}
+
+impl Future for Detaching {
+    type Output = Result<ToolResult, Box<dyn Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Pending;
+        };
+        let result = std::task::ready!(call.as_mut().poll(cx));
+        self.call = None;
+        if let Some(guard) = self.guard.take() {
+            guard.disarm();
+        }
+        Poll::Ready(result)
+    }
+}
+
+impl Drop for Detaching {
+    fn drop(&mut self) {
+        // The guard cancels first (noting why), then the rest of the call runs to its end.
+        drop(self.guard.take());
+        if let Some(call) = self.call.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(call);
+                }
+                // No runtime left to run it (the process is ending): nothing can finish it.
+                Err(_) => {
+                    tracing::warn!("a call cut off with its runtime; its outcome is not recorded")
+                }
+            }
         }
     }
 }

@@ -136,3 +136,56 @@ async fn a_failed_call_task_reports_the_calls_tool_and_id() {
         result.error()
     );
 }
+
+/// A call runs in its caller's task; when the caller goes away mid-call (its future dropped),
+/// the call is cancelled, noted as `client_disconnected`, finishes in a task of its own and
+/// records its outcome, and it counts as in flight until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_caller_goes_away_still_records_its_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        &DbUrl::Sqlite(dir.path().join("t.db")),
+        &StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    let registry = Arc::new(toolgate_core::Registry::new());
+    let running = Arc::new(tokio::sync::Notify::new());
+    let started = Arc::clone(&running);
+    let tool = ToolBuilder::new("slow_write", "Writes after a long wait; for tests.")
+        .effect(toolgate_core::Effect::Write)
+        .handler(move |_, _| {
+            let started = Arc::clone(&started);
+            async move {
+                started.notify_one();
+                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                Ok(json!({ "written": true }))
+            }
+        });
+    registry.register_all(vec![Arc::new(tool)], false).unwrap();
+    let runtime = Runtime::assemble(Parts::new(store, registry).unwrap());
+    let id = CallId::new();
+    let mut call =
+        Box::pin(runtime.call(CallRequest::new("slow_write", json!({})).call_id(id), None));
+    tokio::select! {
+        result = &mut call => panic!("the call finished before its caller went away: {result:?}"),
+        () = running.notified() => {}
+    }
+    assert_eq!(runtime.calls_in_flight(), 1);
+    drop(call);
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while runtime.calls_in_flight() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the cancelled call finishes");
+    let audited = runtime.store().audit_call(id).await.unwrap().unwrap();
+    assert!(audited.started.is_some(), "{audited:?}");
+    let finished = audited.finished.expect("the call's outcome is recorded");
+    assert_eq!(
+        finished.cancelled_by.as_deref(),
+        Some("client_disconnected"),
+        "{finished:?}"
+    );
+}
