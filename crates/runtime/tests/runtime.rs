@@ -1,5 +1,6 @@
 //! The runtime end to end: opening it from options (config, store, built-ins, tools directory),
-//! the one pipeline it builds, tracked calls and what a call whose task fails returns.
+//! the one pipeline it builds, tracked calls and what a call that panics returns.
+#![cfg(test)]
 
 use std::sync::Arc;
 
@@ -100,10 +101,9 @@ impl ApprovalHandler for Panics {
     }
 }
 
-/// When the call task itself fails, the result still names the request's tool and call id —
-/// those its audit record has — never an empty name and a fresh id.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_call_task_reports_the_calls_tool_and_id() {
+/// A runtime on a fresh SQLite database in a temporary directory (kept alive by the caller)
+/// serving only `tool`.
+async fn runtime_with(tool: toolgate_core::FnTool) -> (tempfile::TempDir, Arc<Runtime>) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
         &DbUrl::Sqlite(dir.path().join("t.db")),
@@ -112,12 +112,19 @@ async fn a_failed_call_task_reports_the_calls_tool_and_id() {
     .await
     .unwrap();
     let registry = Arc::new(toolgate_core::Registry::new());
+    registry.register_all(vec![Arc::new(tool)], false).unwrap();
+    (dir, Runtime::assemble(Parts::new(store, registry).unwrap()))
+}
+
+/// When a call panics, the result still names the request's tool and call id — those its
+/// audit record has — never an empty name and a fresh id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_call_task_reports_the_calls_tool_and_id() {
     let tool = ToolBuilder::new("confirmed_write", "Needs a confirmation; for tests.")
         .effect(toolgate_core::Effect::Write)
         .requires_confirmation(true)
         .handler(|_, _| async { Ok(json!({ "written": true })) });
-    registry.register_all(vec![Arc::new(tool)], false).unwrap();
-    let runtime = Runtime::assemble(Parts::new(store, registry).unwrap());
+    let (_dir, runtime) = runtime_with(tool).await;
     let id = CallId::new();
     let result = runtime
         .call(
@@ -142,14 +149,6 @@ async fn a_failed_call_task_reports_the_calls_tool_and_id() {
 /// records its outcome, and it counts as in flight until then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_caller_goes_away_still_records_its_outcome() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        &DbUrl::Sqlite(dir.path().join("t.db")),
-        &StoreOptions::default(),
-    )
-    .await
-    .unwrap();
-    let registry = Arc::new(toolgate_core::Registry::new());
     let running = Arc::new(tokio::sync::Notify::new());
     let started = Arc::clone(&running);
     let tool = ToolBuilder::new("slow_write", "Writes after a long wait; for tests.")
@@ -162,8 +161,7 @@ async fn a_call_whose_caller_goes_away_still_records_its_outcome() {
                 Ok(json!({ "written": true }))
             }
         });
-    registry.register_all(vec![Arc::new(tool)], false).unwrap();
-    let runtime = Runtime::assemble(Parts::new(store, registry).unwrap());
+    let (_dir, runtime) = runtime_with(tool).await;
     let id = CallId::new();
     let mut call =
         Box::pin(runtime.call(CallRequest::new("slow_write", json!({})).call_id(id), None));
