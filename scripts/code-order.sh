@@ -11,8 +11,9 @@
 #
 # Usage: scripts/code-order.sh [--postgres URL] [--check]
 #
-#   --postgres URL  also serve from PostgreSQL (a scratch database created on the server URL
-#                   names and dropped afterwards), so its client code is laid out with the rest
+#   --postgres URL  also serve from PostgreSQL (a scratch database created on the server that
+#                   postgres://USER@HOST:PORT/DATABASE names, no query string, dropped
+#                   afterwards), so its client code is laid out with the rest
 #   --check         only report how much of the committed order the current release build
 #                   defines and how it was laid out (exit 1 when under 90% is found: stale)
 #
@@ -29,7 +30,7 @@ PG_URL=""
 CHECK=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --postgres) PG_URL="$2"; shift ;;
+    --postgres) PG_URL="${2:?--postgres needs a URL: postgres://USER@HOST:PORT/DATABASE}"; shift ;;
     --check) CHECK=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
@@ -69,8 +70,8 @@ free_port() {
 
 # profile NAME ARGS...: serves under callgrind with ARGS before `serve`, drives the load, and
 # leaves $TMP/NAME.out.N: the dumps callgrind writes when startup ends (after
-# release_startup_code returns, once for each of its two functions), one on request after the
-# load, and one at exit.
+# release_startup_code returns, once for each of its two functions) and one on request after
+# the load (the dump at exit goes to $TMP/NAME.out, which is not used).
 profile() {
   local name="$1"; shift
   local port; port="$(free_port)"
@@ -97,19 +98,19 @@ profile() {
       --concurrency 16 --duration 8 --warmup 1 --label "$tool" >"$TMP/$name-$tool.json"
     log "$name: $tool $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["ok"], "calls,", r["errors"], "errors")' "$TMP/$name-$tool.json")"
   done
-  callgrind_control -d "$SERVER_PID" >/dev/null 2>&1
+  callgrind_control -d "$SERVER_PID" >/dev/null
   kill -TERM "$SERVER_PID"
   wait "$SERVER_PID" 2>/dev/null || true
   SERVER_PID=""
 }
 
-# The dumps by trigger: startup (the first --dump-after), the rest until the requested dump.
+# The dumps by trigger: startup's (until toolgate_sandbox's release_startup_code returns),
+# and the rest, from then until the requested dump after the load.
 dumps() {
   local name="$1" kind="$2" file
   for file in "$TMP/$name.out".*; do
     case "$(grep -m 1 '^desc: Trigger:' "$file")" in
       *"--dump-after="*toolgate_sandbox*) [[ "$kind" == startup ]] && echo "$file" ;;
-      *"Program termination"*) ;;
       *) [[ "$kind" == after ]] && echo "$file" ;;
     esac
   done
@@ -117,16 +118,16 @@ dumps() {
 }
 
 profile sqlite --db "sqlite://$TMP/tg.db"
-AFTER=($(dumps sqlite after))
-STARTUP=($(dumps sqlite startup))
+mapfile -t AFTER < <(dumps sqlite after)
+mapfile -t STARTUP < <(dumps sqlite startup)
 if [[ -n "$PG_URL" ]]; then
   PG_DB="code_order_$$"
   psql -q "$PG_URL" -c "CREATE DATABASE $PG_DB" >/dev/null
   printf '[audit]\nkey_file = "%s/audit-key"\n' "$TMP" >"$TMP/pg.toml"
   profile postgres --config "$TMP/pg.toml" --db "${PG_URL%/*}/$PG_DB"
-  AFTER+=($(dumps postgres after))
-  STARTUP+=($(dumps postgres startup))
+  mapfile -t -O "${#AFTER[@]}" AFTER < <(dumps postgres after)
+  mapfile -t -O "${#STARTUP[@]}" STARTUP < <(dumps postgres startup)
 fi
 python3 scripts/code_order.py build "$ORDER" --object "$(basename "$TOOLGATE")" \
-  --after "${AFTER[@]}" --startup "${STARTUP[@]}"
+  --after "${AFTER[@]}" --startup "${STARTUP[@]+"${STARTUP[@]}"}"
 log "relink toolgate with the new order: cargo build --release -p toolgate-cli (the build script reads it)"

@@ -49,7 +49,7 @@ def self_costs(path, object_name):
                 # The next cost line is the callee's inclusive cost, not this function's.
                 skip_next = True
                 continue
-            if line[:1].isdigit() or line[:1] in "+-*":
+            if line[:1] and (line[:1].isdigit() or line[:1] in "+-*"):
                 if skip_next:
                     skip_next = False
                     continue
@@ -119,7 +119,7 @@ def main():
     b.add_argument("out")
     b.add_argument("--object", required=True)
     b.add_argument("--after", nargs="+", required=True)
-    b.add_argument("--startup", nargs="+", default=[])
+    b.add_argument("--startup", nargs="*", default=[])
     c = sub.add_parser("check")
     c.add_argument("binary")
     c.add_argument("order")

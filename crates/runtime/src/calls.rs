@@ -20,7 +20,8 @@ impl Runtime {
     /// MCP cancellation, a dropped HTTP request) cancels it; so does the end of the shutdown
     /// grace period; so does dropping the returned future, after which the call finishes (as
     /// cancelled) in a task of its own. The call's audit records are written whatever happens
-    /// to the caller.
+    /// to the caller. The call runs in the caller's task: it makes progress while the returned
+    /// future is polled, so await it (or drop it), never keep it unpolled.
     pub async fn call(
         &self,
         mut request: CallRequest,

@@ -233,7 +233,8 @@ pub struct Runtime {
     webhook: Option<Arc<Webhook>>,
     approval_ttl: Duration,
     pipeline: Pipeline,
-    /// Calls in flight (a call whose caller goes away finishes in a task of its own, so a dropped caller cannot cut its audit).
+    /// Calls in flight (a call whose caller goes away finishes in a task of its own, so a
+    /// dropped caller cannot cut its audit).
     calls: TaskTracker,
     /// Fires when calls still running after the grace period must stop.
     cancel_calls: CancellationToken,

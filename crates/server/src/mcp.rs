@@ -843,7 +843,7 @@ struct Bridge {
     /// The `tools/call` request this call answers: its elicitation and sampling requests are
     /// marked with it so that they ride that request's SSE stream (SEP-2260) and the client
     /// knows which call asks. rmcp marks them itself only from the request handler's own task,
-    /// and the pipeline runs the tool in another.
+    /// and a tool may run in another (a sandboxed or detached call, an approved task).
     request: RequestId,
 }
 
