@@ -32,10 +32,7 @@ fn main() {
         .iter()
         .filter_map(|part| part.to_str())
         .collect();
-    let release = parts
-        .windows(2)
-        .rev()
-        .any(|pair| pair == ["release", "build"]);
+    let release = parts.windows(2).any(|pair| pair == ["release", "build"]);
     let target = var("TARGET") == "x86_64-unknown-linux-gnu";
     // A linker of the user's choosing (`target.<triple>.linker`, `-C linker=…`, `-C
     // linker-features=…`, `-C link-self-contained=…`, `-C link-arg=-fuse-ld=mold`) may not be

@@ -78,7 +78,7 @@ pub use pipeline::{
     ApprovalHandler, ApprovalRequest, AutoDeny, Call, CallObserver, CallRecord, CallRequest,
     Decision, Executor, InProcessExecutor, Next, Pipeline, PipelineBuilder, PreApproved,
     PrincipalQuotaStage, PromptApproval, Quota, RateLimit, RateLimitStage, RetryPolicy,
-    SharedCounter, SharedSlot, Stage, json_len_at_most,
+    SharedCounter, SharedSlot, Stage, json_len_at_most, panic_message,
 };
 pub use pipeline::{MemoryRuns, RunBudgetStage, RunLedger, Settled, run_not_found};
 pub use problems::document_problems;

@@ -11,7 +11,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use toolgate_core::{CallRequest, CancelNote, CancellationToken, ErrorKind, ToolResult};
+use toolgate_core::{
+    CallRequest, CancelNote, CancellationToken, ErrorKind, ToolResult, panic_message,
+};
 
 use crate::Runtime;
 
@@ -35,11 +37,8 @@ impl Runtime {
         let call_id = request.call_id;
         // Whoever cancels notes who they are first (the audit log keeps it).
         let note = request.cancelled_by.clone();
-        // Cancel the call if this future is dropped (the caller went away).
-        let guard = CancelOnDrop {
-            token: Some(token.clone()),
-            note: note.clone(),
-        };
+        // Cancels the call if this future is dropped (the caller went away).
+        let on_drop = Some((token.clone(), note.clone()));
         let shutdown = self.cancel_calls.clone();
         let run = async move {
             let call = pipeline.call(request);
@@ -70,13 +69,13 @@ impl Runtime {
             .track_future(AssertUnwindSafe(run).catch_unwind());
         let result = Detaching {
             call: Some(Box::pin(tracked)),
-            guard: Some(guard),
+            on_drop,
         }
         .await;
         match result {
             Ok(result) => result,
             Err(panic) => {
-                let error = panic_message(panic.as_ref());
+                let error = format!("panicked: {}", panic_message(panic.as_ref()));
                 tracing::error!(tool = %tool, call_id = %call_id, error = %error, "a call panicked");
                 call_panicked(tool, call_id, &error)
             }
@@ -120,48 +119,15 @@ fn call_panicked(tool: String, call_id: toolgate_core::CallId, error: &str) -> T
     )
 }
 
-/// Cancels a call whose caller went away (its future dropped), noting
-/// `client_disconnected` first; [`CancelOnDrop::disarm`] once the call is done.
-struct CancelOnDrop {
-    token: Option<CancellationToken>,
-    note: CancelNote,
-}
-
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.token = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(token) = self.token.take() {
-            self.note.set("client_disconnected");
-            token.cancel();
-        }
-    }
-}
-
-/// What a panic said, for the log and the caller.
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    match panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-    {
-        Some(message) => format!("panicked: {message}"),
-        None => "panicked".to_owned(),
-    }
-}
-
 type BoxedCall = Pin<Box<dyn Future<Output = Result<ToolResult, Box<dyn Any + Send>>> + Send>>;
 
 /// A call polled in its caller's task. Dropped before the call is done (the caller went
-/// away), it cancels the call (noting `client_disconnected`) and spawns the rest of it, so the
-/// call still records its outcome; the call stays counted in flight until then.
+/// away), it cancels the call (noting `client_disconnected` first) and spawns the rest of it,
+/// so the call still records its outcome; the call stays counted in flight until then.
 struct Detaching {
     call: Option<BoxedCall>,
-    guard: Option<CancelOnDrop>,
+    /// The call's token and note, until the call is done.
+    on_drop: Option<(CancellationToken, CancelNote)>,
 }
 
 impl Future for Detaching {
@@ -173,17 +139,18 @@ impl Future for Detaching {
         };
         let result = std::task::ready!(call.as_mut().poll(cx));
         self.call = None;
-        if let Some(guard) = self.guard.take() {
-            guard.disarm();
-        }
+        self.on_drop = None;
         Poll::Ready(result)
     }
 }
 
 impl Drop for Detaching {
     fn drop(&mut self) {
-        // The guard cancels first (noting why), then the rest of the call runs to its end.
-        drop(self.guard.take());
+        // Cancel first (noting why), then the rest of the call runs to its end.
+        if let Some((token, note)) = self.on_drop.take() {
+            note.set("client_disconnected");
+            token.cancel();
+        }
         if let Some(call) = self.call.take() {
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
