@@ -29,6 +29,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod boxing;
 mod budget;
 mod content;
 mod context;
@@ -52,6 +53,7 @@ pub mod telemetry;
 mod tool;
 mod validate;
 
+pub use boxing::box_in_place;
 pub use budget::{Budget, DEFAULT_ATTEMPTS_PER_TOOL, Exhausted, RunId, RunStatus, Usage};
 pub use content::{
     Annotations, Content, ContentMeta, EmbeddedResource, Icon, IconTheme, Priority,

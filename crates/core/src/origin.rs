@@ -26,6 +26,12 @@ pub struct CallOrigin {
 /// Keeps printable characters only, at most [`MAX_ORIGIN_FIELD_CHARS`]; `None` when nothing
 /// is left. Names come from clients: they must not smuggle control characters into logs.
 fn clean(text: &str) -> Option<String> {
+    // The usual name (short, printable) is kept as it is: no character-by-character copy on
+    // every MCP call.
+    if text.len() <= MAX_ORIGIN_FIELD_CHARS && !text.chars().any(char::is_control) {
+        let kept = text.trim();
+        return (!kept.is_empty()).then(|| kept.to_owned());
+    }
     let kept: String = text
         .chars()
         .filter(|c| !c.is_control())
@@ -129,6 +135,19 @@ mod tests {
         let name = o.client.unwrap_or_default();
         assert!(!name.contains('\x1b'));
         assert_eq!(name.chars().count(), MAX_ORIGIN_FIELD_CHARS);
+        // Printable names: trimmed, and cut at the limit like any other.
+        assert_eq!(
+            CallOrigin::rest(Some("  ui  ")).client.as_deref(),
+            Some("ui")
+        );
+        assert_eq!(CallOrigin::rest(Some("   ")).client, None);
+        for len in [MAX_ORIGIN_FIELD_CHARS, MAX_ORIGIN_FIELD_CHARS + 1] {
+            let client = CallOrigin::rest(Some(&"é".repeat(len))).client;
+            assert_eq!(
+                client.map(|c| c.chars().count()),
+                Some(MAX_ORIGIN_FIELD_CHARS)
+            );
+        }
     }
 
     #[test]

@@ -1174,6 +1174,12 @@ fn write_json_string_escapes_exactly_like_serde_json() {
         "plain".to_owned(),
         every_char,
         "\"\\\u{0}\u{1f}\u{7f}".to_owned(),
+        // Long strings are checked 16 bytes at a time: plain ones, and one escape at either
+        // edge of a later chunk.
+        "0123456789abcdef".repeat(5),
+        format!("{}\"{}", "a".repeat(15), "b".repeat(20)),
+        format!("{}\n{}", "a".repeat(16), "b".repeat(20)),
+        format!("{}\\", "é".repeat(20)),
     ] {
         let mut out = String::new();
         toolgate_core::write_json_string(&s, &mut out);

@@ -64,11 +64,12 @@ impl Runtime {
         // The call runs in the caller's task while the caller waits for it: no task of its own
         // to spawn, schedule and wake for each call. It is boxed so that, should the caller go
         // away first, the rest of it can move into a task of its own (see `Detaching`).
-        let tracked = self
-            .calls
-            .track_future(AssertUnwindSafe(run).catch_unwind());
+        let call = toolgate_core::box_in_place(|| {
+            self.calls
+                .track_future(AssertUnwindSafe(run).catch_unwind())
+        });
         let result = Detaching {
-            call: Some(Box::pin(tracked)),
+            call: Some(call as BoxedCall),
             on_drop,
         }
         .await;

@@ -451,7 +451,7 @@ impl ServerHandler for McpHandler {
         // Boxed: the pipeline's future is tens of KiB, and rmcp moves the future of every
         // request several times (into its task, through its dispatch); inline, those copies
         // were about a third of a call's instructions under callgrind (issue 24).
-        Box::pin(self.call_tool_inner(request, context)).await
+        toolgate_core::box_in_place(|| self.call_tool_inner(request, context)).await
     }
 }
 
@@ -615,7 +615,9 @@ impl McpHandler {
             progress: context.meta.get_progress_token(),
             request: context.id.clone(),
         });
-        let mut call = CallRequest::new(name.clone(), arguments.clone())
+        // The arguments again only for a round, whose next requestState is bound to them.
+        let round_arguments = round.is_some().then(|| arguments.clone());
+        let mut call = CallRequest::new(name.clone(), arguments)
             .client(Arc::clone(&bridge) as Arc<dyn ClientBridge>);
         // Where the call came from: the client as it introduced itself in `initialize`.
         if let Some(origin) = origin {
@@ -677,6 +679,7 @@ impl McpHandler {
         // A round that asked the client something, and whose call did not get through without
         // it, is answered with the questions and the state of the next round.
         if let Some(round) = &round
+            && let Some(arguments) = &round_arguments
             && !result.is_ok()
             && let Some((requests, carried)) = round.next()
         {
@@ -684,7 +687,7 @@ impl McpHandler {
                 self.gw.store(),
                 caller.principal.id.as_str(),
                 &name,
-                &arguments,
+                arguments,
                 &carried,
             )
             .await
