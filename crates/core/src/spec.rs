@@ -322,45 +322,50 @@ pub fn write_canonical(value: &Value, out: &mut String) {
 /// else (including non-ASCII) as is.
 pub fn write_json_string(s: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    /// Bytes checked at once for anything to escape.
+    const CHUNK: usize = 16;
     fn needs_escape(byte: u8) -> bool {
         byte < 0x20 || byte == b'"' || byte == b'\\'
     }
     out.reserve(s.len() + 2);
     out.push('"');
-    // Most strings (hashes, ids, times, JSON without control characters) need no escape: a
-    // branch-free check per 16-byte chunk, which the compiler turns into vector instructions,
-    // then one copy. This runs for every column of every audit entry (issue 24).
-    let plain = s
-        .as_bytes()
-        .chunks(16)
-        .all(|chunk| !chunk.iter().fold(false, |hit, &b| hit | needs_escape(b)));
-    if plain {
-        out.push_str(s);
-        out.push('"');
-        return;
-    }
+    let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, byte) in s.bytes().enumerate() {
-        let escape: &str = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            0x08 => "\\b",
-            b'\t' => "\\t",
-            b'\n' => "\\n",
-            0x0c => "\\f",
-            b'\r' => "\\r",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xf)]));
-        } else {
-            out.push_str(escape);
+    let mut at = 0;
+    while at < bytes.len() {
+        // A chunk with nothing to escape (all of a hash, an id or a time, the longer stretches
+        // of a JSON text) is skipped by one branch-free check, which the compiler turns into
+        // vector instructions; only a chunk with something to escape is walked byte by byte.
+        // This runs for every column of every audit entry (issue 24).
+        let end = (at + CHUNK).min(bytes.len());
+        let chunk = bytes.get(at..end).unwrap_or_default();
+        let first = at;
+        at = end;
+        if !chunk.iter().fold(false, |hit, &b| hit | needs_escape(b)) {
+            continue;
         }
-        start = i + 1;
+        for (i, &byte) in (first..).zip(chunk) {
+            let escape: &str = match byte {
+                b'"' => "\\\"",
+                b'\\' => "\\\\",
+                0x08 => "\\b",
+                b'\t' => "\\t",
+                b'\n' => "\\n",
+                0x0c => "\\f",
+                b'\r' => "\\r",
+                0x00..=0x1f => "",
+                _ => continue,
+            };
+            out.push_str(&s[start..i]);
+            if escape.is_empty() {
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(byte >> 4)]));
+                out.push(char::from(HEX[usize::from(byte & 0xf)]));
+            } else {
+                out.push_str(escape);
+            }
+            start = i + 1;
+        }
     }
     out.push_str(&s[start..]);
     out.push('"');
