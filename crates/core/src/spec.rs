@@ -329,22 +329,16 @@ pub fn write_json_string(s: &str, out: &mut String) {
     }
     out.reserve(s.len() + 2);
     out.push('"');
-    let bytes = s.as_bytes();
     let mut start = 0;
-    let mut at = 0;
-    while at < bytes.len() {
-        // A chunk with nothing to escape (all of a hash, an id or a time, the longer stretches
-        // of a JSON text) is skipped by one branch-free check, which the compiler turns into
-        // vector instructions; only a chunk with something to escape is walked byte by byte.
-        // This runs for every column of every audit entry (issue 24).
-        let end = (at + CHUNK).min(bytes.len());
-        let chunk = bytes.get(at..end).unwrap_or_default();
-        let first = at;
-        at = end;
+    // A chunk with nothing to escape (all of a hash, an id or a time, the longer stretches of a
+    // JSON text) is passed over after one branch-free check, which the compiler turns into
+    // vector instructions; only a chunk with something to escape is walked byte by byte. This
+    // runs for every column of every audit entry (issue 24).
+    for (n, chunk) in s.as_bytes().chunks(CHUNK).enumerate() {
         if !chunk.iter().fold(false, |hit, &b| hit | needs_escape(b)) {
             continue;
         }
-        for (i, &byte) in (first..).zip(chunk) {
+        for (i, &byte) in (n * CHUNK..).zip(chunk) {
             let escape: &str = match byte {
                 b'"' => "\\\"",
                 b'\\' => "\\\\",
